@@ -1,0 +1,3 @@
+"""slurm_advisor: learned placement of distributed ML training jobs on Slurm clusters."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,74 @@
+"""The cluster file (TOML): groups of identical nodes.
+
+    [[nodes]]
+    prefix = "gpu"      # nodes gpu01 .. gpu16 (zero-padded to the width of count)
+    count = 16
+    cpus = 32
+    gpus = 8
+    mem_mb = 256000
+    switch = "s1"       # optional: nodes on different switches pay for cross-switch traffic
+    features = ["v100"] # optional
+"""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from slurm_advisor.domain import Node
+from slurm_advisor.errors import InputError
+
+_KEYS = {"prefix", "count", "cpus", "gpus", "mem_mb", "switch", "features", "start"}
+_REQUIRED = ("prefix", "count", "cpus", "gpus", "mem_mb")
+
+
+def read_cluster(path: str | Path) -> tuple[Node, ...]:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as e:
+        raise InputError(f"{path}: cannot read cluster file: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{path}: not valid TOML: {e}") from None
+    return parse_cluster(data, str(path))
+
+
+def parse_cluster(data: dict, source: str = "<cluster>") -> tuple[Node, ...]:
+    groups = data.get("nodes")
+    unknown = set(data) - {"nodes"}
+    if unknown:
+        raise InputError(f"{source}: unknown top-level key(s) {sorted(unknown)}; expected [[nodes]]")
+    if not isinstance(groups, list) or not groups:
+        raise InputError(f"{source}: needs at least one [[nodes]] group")
+    nodes: list[Node] = []
+    for i, group in enumerate(groups, start=1):
+        nodes.extend(_parse_group(group, f"{source}: [[nodes]] #{i}"))
+    names = [n.name for n in nodes]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise InputError(f"{source}: node name(s) defined twice: {', '.join(dupes[:5])}")
+    return tuple(nodes)
+
+
+def _parse_group(group: dict, where: str) -> list[Node]:
+    unknown = set(group) - _KEYS
+    if unknown:
+        raise InputError(f"{where}: unknown key(s) {sorted(unknown)}; valid keys: {sorted(_KEYS)}")
+    for key in _REQUIRED:
+        if key not in group:
+            raise InputError(f"{where}: missing key '{key}'")
+    for key in ("count", "cpus", "gpus", "mem_mb"):
+        value = group[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if key == "count" else 0):
+            raise InputError(f"{where}: '{key}' must be a {'positive' if key == 'count' else 'non-negative'} integer, got {value!r}")
+    if not isinstance(group["prefix"], str) or not group["prefix"]:
+        raise InputError(f"{where}: 'prefix' must be a non-empty string")
+    switch = group.get("switch")
+    if switch is not None and not isinstance(switch, str):
+        raise InputError(f"{where}: 'switch' must be a string")
+    features = group.get("features", [])
+    if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
+        raise InputError(f"{where}: 'features' must be a list of strings")
+    count, start = group["count"], group.get("start", 1)
+    width = max(2, len(str(start + count - 1)))
+    return [Node(f"{group['prefix']}{i:0{width}d}", group["cpus"], group["gpus"], group["mem_mb"],
+                 switch, frozenset(features)) for i in range(start, start + count)]

@@ -1,0 +1,118 @@
+"""The job trace CSV: the one input format every converter writes and the simulator reads.
+
+Required columns (extra columns are ignored)::
+
+    job_id,submit_time,type,num_ps,num_workers,ps_cpus,ps_gpus,ps_mem_mb,
+    worker_cpus,worker_gpus,worker_mem_mb,iterations
+
+Optional columns, read when present: ``user``, ``batch_size``, ``model_size_mb``.
+A bad row raises :class:`InputError` naming file, line and column; nothing is half-loaded.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+from slurm_advisor.domain import Job, Resources
+from slurm_advisor.errors import InputError
+
+COLUMNS = ("job_id", "submit_time", "type", "num_ps", "num_workers", "ps_cpus", "ps_gpus",
+           "ps_mem_mb", "worker_cpus", "worker_gpus", "worker_mem_mb", "iterations")
+OPTIONAL_COLUMNS = ("user", "batch_size", "model_size_mb")
+_INT_COLUMNS = ("num_ps", "num_workers", "ps_cpus", "ps_gpus", "ps_mem_mb", "worker_cpus",
+                "worker_gpus", "worker_mem_mb")
+
+
+def read_trace(path: str | Path) -> list[Job]:
+    """All jobs of a trace file, sorted by submit time (stable for equal times)."""
+    path = Path(path)
+    try:
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise InputError(f"{path}: line 1: missing column(s) {', '.join(missing)}; "
+                                 f"expected {','.join(COLUMNS)}")
+            jobs = [_parse_row(path, reader.line_num, row) for row in reader]
+    except OSError as e:
+        raise InputError(f"{path}: cannot read trace: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text CSV file") from None
+    _check_unique_ids(path, jobs)
+    if not jobs:
+        raise InputError(f"{path}: the trace has no jobs")
+    return sorted(jobs, key=lambda j: j.submit_time)
+
+
+def _parse_row(path: Path, line: int, row: dict[str, str]) -> Job:
+    def field(name: str) -> str:
+        value = row.get(name)
+        if value is None or value.strip() == "":
+            raise InputError(f"{path}: line {line}: column '{name}' is empty")
+        return value.strip()
+
+    def integer(name: str, minimum: int = 0) -> int:
+        raw = field(name)
+        try:
+            value = int(raw)
+        except ValueError:
+            raise InputError(f"{path}: line {line}: column '{name}': '{raw}' is not an integer") from None
+        if value < minimum:
+            raise InputError(f"{path}: line {line}: column '{name}': {value} is below {minimum}")
+        return value
+
+    def number(name: str, positive: bool = False) -> float:
+        raw = field(name)
+        try:
+            value = float(raw)
+        except ValueError:
+            raise InputError(f"{path}: line {line}: column '{name}': '{raw}' is not a number") from None
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise InputError(f"{path}: line {line}: column '{name}': {raw} must be "
+                             f"{'positive' if positive else 'non-negative'} and finite")
+        return value
+
+    ints = {c: integer(c, minimum=1 if c == "num_workers" else 0) for c in _INT_COLUMNS}
+    worker = Resources(ints["worker_cpus"], ints["worker_gpus"], ints["worker_mem_mb"])
+    if worker.is_zero():
+        raise InputError(f"{path}: line {line}: column 'worker_cpus': a worker must ask for "
+                         "some CPUs, GPUs or memory")
+    return Job(
+        id=field("job_id"), type=field("type"), num_ps=ints["num_ps"],
+        num_workers=ints["num_workers"],
+        ps_demand=Resources(ints["ps_cpus"], ints["ps_gpus"], ints["ps_mem_mb"]),
+        worker_demand=worker, iterations=number("iterations", positive=True),
+        submit_time=number("submit_time"), user=(row.get("user") or "").strip(),
+        batch_size=integer("batch_size", 1) if (row.get("batch_size") or "").strip() else None,
+        model_size_mb=(number("model_size_mb", positive=True)
+                       if (row.get("model_size_mb") or "").strip() else None))
+
+
+def _check_unique_ids(path: Path, jobs: list[Job]) -> None:
+    seen: set[str] = set()
+    for job in jobs:
+        if job.id in seen:
+            raise InputError(f"{path}: column 'job_id': '{job.id}' appears more than once")
+        seen.add(job.id)
+
+
+def write_trace(path: str | Path, jobs: Iterable[Job]) -> int:
+    """Write jobs in the trace format (with the optional columns); returns the row count."""
+    n = 0
+    with Path(path).open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(COLUMNS + OPTIONAL_COLUMNS)
+        for j in jobs:
+            w.writerow([j.id, _num(j.submit_time), j.type, j.num_ps, j.num_workers,
+                        j.ps_demand.cpus, j.ps_demand.gpus, j.ps_demand.mem_mb,
+                        j.worker_demand.cpus, j.worker_demand.gpus, j.worker_demand.mem_mb,
+                        _num(j.iterations), j.user, j.batch_size or "",
+                        _num(j.model_size_mb) if j.model_size_mb else ""])
+            n += 1
+    return n
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:.6g}"
