@@ -64,3 +64,14 @@ def profile_for(job_type: str, model_size_mb: float | None = None,
     return JobTypeProfile(base.name if known else job_type, params_m, base.gflops_per_sample,
                           batch_size or base.batch_size, base.cpu, base.membw, base.pcie,
                           base.gavel, base.pollux)
+
+
+# Effective fp32 throughput of one reference GPU (V100-class) on real training steps; fitted so
+# that ResNet-50 at batch 64 runs ~4.4 iterations/s alone, as Gavel measured on a V100.
+REFERENCE_GPU_GFLOPS = 3600.0
+
+
+def reference_speed(profile: JobTypeProfile) -> float:
+    """Iterations/s of one worker alone on a reference GPU: forward + backward = 3x forward."""
+    step_s = 3.0 * profile.gflops_per_sample * profile.batch_size / REFERENCE_GPU_GFLOPS
+    return 1.0 / (step_s + 0.01)  # 10 ms fixed per-step overhead (kernel launches, optimizer)

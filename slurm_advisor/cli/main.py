@@ -1,0 +1,46 @@
+"""The `slurm-advisor` command. Each subcommand is a short click function over library code."""
+from __future__ import annotations
+
+import sys
+from enum import IntEnum
+
+import click
+
+from slurm_advisor.errors import InputError
+
+
+class ExitStatus(IntEnum):
+    OK = 0
+    ERROR = 1
+    BAD_INPUT = 2
+
+
+class AdvisorGroup(click.Group):
+    """Turns an InputError anywhere below into one clear line and exit status 2."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except InputError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(ExitStatus.BAD_INPUT)
+
+
+@click.group(cls=AdvisorGroup)
+@click.version_option(package_name="slurm-advisor")
+def cli() -> None:
+    """Learned placement of distributed ML training jobs on Slurm clusters."""
+
+
+def _register() -> None:
+    from slurm_advisor.cli.convert import convert
+    from slurm_advisor.cli.simulate import simulate
+    from slurm_advisor.cli.train import train
+
+    for command in (simulate, train, convert):
+        cli.add_command(command)
+
+
+def main() -> None:
+    _register()
+    cli()
