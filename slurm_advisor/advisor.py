@@ -1,0 +1,76 @@
+"""The one decision call. The simulator and the daemon both call :meth:`Advisor.advise`.
+
+A policy proposes; the advisor checks the proposal against the snapshot (a policy bug must
+never cost a user a job), falls back to the site's default placement when the policy cannot
+or will not place, and attaches the explanation an admin sees.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from slurm_advisor.domain import ClusterSnapshot, Job, Placement
+from slurm_advisor.policies.base import Policy
+
+
+class SpeedPredictor(Protocol):
+    def predict(self, snapshot: ClusterSnapshot, job: Job, placement: Placement) -> float:
+        """Predicted iterations/s of ``job`` if it starts on ``placement`` now."""
+        ...
+
+
+@dataclass(frozen=True)
+class Advice:
+    job_id: str
+    placement: Placement | None       # None: cannot place now (the job waits)
+    policy: str                       # who decided: the policy or the fallback
+    fallback: bool = False
+    reason: str = ""
+    node_scores: Mapping[str, float] = field(default_factory=dict)
+    predicted_speed: float | None = None
+
+
+class Advisor:
+    def __init__(self, policy: Policy, *, fallback: Policy | None = None,
+                 predictor: SpeedPredictor | None = None, explain: bool = False):
+        self.policy = policy
+        self.fallback = fallback
+        self.predictor = predictor
+        self.explain = explain
+
+    def advise(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Advice:
+        placement, reason = self._propose(snapshot, job, rng)
+        decided_by, used_fallback = self.policy.name, False
+        if placement is None and self.fallback is not None:
+            placement = self.fallback.place(snapshot, job, rng)
+            if placement is not None and _valid(snapshot, job, placement):
+                decided_by, used_fallback = self.fallback.name, True
+            else:
+                placement = None
+        if placement is None:
+            return Advice(job.id, None, decided_by, used_fallback, reason or "does not fit now")
+        return Advice(job.id, placement, decided_by, used_fallback, reason,
+                      self.policy.score_nodes(snapshot, job) if self.explain else {},
+                      self._predict(snapshot, job, placement))
+
+    def _propose(self, snapshot, job, rng) -> tuple[Placement | None, str]:
+        placement = self.policy.place(snapshot, job, rng)
+        if placement is None:
+            return None, f"{self.policy.name} found no placement"
+        if not _valid(snapshot, job, placement):
+            return None, f"{self.policy.name} proposed an invalid placement"
+        return placement, ""
+
+    def _predict(self, snapshot, job, placement) -> float | None:
+        if self.predictor is None or not self.explain:
+            return None
+        return self.predictor.predict(snapshot, job, placement)
+
+
+def _valid(snapshot: ClusterSnapshot, job: Job, placement: Placement) -> bool:
+    return (placement.job_id == job.id and len(placement.tasks) == job.num_tasks
+            and tuple(t.role for t in placement.tasks) == job.roles()
+            and snapshot.fits(job, placement))

@@ -1,0 +1,79 @@
+"""Placement policies, registered by name in one explicit dict.
+
+Each factory takes a :class:`PolicyContext` with what a policy may need beyond the snapshot
+(the ground truth for the oracle, a model directory for the learned policy).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurm_advisor.errors import InputError
+from slurm_advisor.policies.base import Policy
+from slurm_advisor.speedmodels.base import SpeedModel
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    truth: SpeedModel | None = None   # only the oracle may use it
+    model_dir: Path | None = None     # the learned policy's checkpoint
+
+
+def _slurm_default(ctx: PolicyContext) -> Policy:
+    from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+    return SlurmDefaultPolicy()
+
+
+def _pack(ctx: PolicyContext) -> Policy:
+    from slurm_advisor.policies.pack import PackPolicy
+    return PackPolicy()
+
+
+def _spread(ctx: PolicyContext) -> Policy:
+    from slurm_advisor.policies.spread import SpreadPolicy
+    return SpreadPolicy()
+
+
+def _random(ctx: PolicyContext) -> Policy:
+    from slurm_advisor.policies.random_fit import RandomPolicy
+    return RandomPolicy()
+
+
+def _tetris(ctx: PolicyContext) -> Policy:
+    from slurm_advisor.policies.tetris import TetrisPolicy
+    return TetrisPolicy()
+
+
+def _oracle(ctx: PolicyContext) -> Policy:
+    from slurm_advisor.policies.oracle import OraclePolicy
+    if ctx.truth is None:
+        raise InputError("policy 'oracle' needs the ground-truth speed model")
+    return OraclePolicy(ctx.truth)
+
+
+def _learned(ctx: PolicyContext) -> Policy:
+    from slurm_advisor.learned.policy_adapter import load_learned_policy
+    return load_learned_policy(ctx.model_dir)
+
+
+POLICIES: dict[str, Callable[[PolicyContext], Policy]] = {
+    "slurm-default": _slurm_default,
+    "pack": _pack,
+    "spread": _spread,
+    "random": _random,
+    "tetris": _tetris,
+    "oracle": _oracle,
+    "learned": _learned,
+}
+
+BASELINES = ("slurm-default", "pack", "spread", "random", "tetris")
+
+
+def make_policy(name: str, ctx: PolicyContext | None = None) -> Policy:
+    if name not in POLICIES:
+        raise InputError(f"unknown policy '{name}'; valid: {', '.join(POLICIES)}")
+    return POLICIES[name](ctx or PolicyContext())
+
+
+__all__ = ["BASELINES", "POLICIES", "Policy", "PolicyContext", "make_policy"]

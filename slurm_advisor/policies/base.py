@@ -1,0 +1,58 @@
+"""What every placement policy is, and the task-by-task placement loop the baselines share."""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+import numpy as np
+
+from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources, Role, TaskAssignment
+
+
+class Policy(Protocol):
+    name: str
+
+    def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | None:
+        """Every task of ``job`` on a node with room for it, or None: cannot place now."""
+        ...
+
+    def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
+        """Explanation: how much the policy likes each node for the job's first task."""
+        ...
+
+
+# chooser(free, snapshot, job, role, tasks placed so far) -> node name, or None if nothing fits
+Chooser = Callable[[Mapping[str, Resources], ClusterSnapshot, Job, Role, list[TaskAssignment]], str | None]
+
+
+def place_task_by_task(snapshot: ClusterSnapshot, job: Job, choose: Chooser) -> Placement | None:
+    """Place tasks in order (PS first), updating free capacity as we go; None if one doesn't fit."""
+    free = dict(snapshot.free)
+    placed: list[TaskAssignment] = []
+    for role in job.roles():
+        node = choose(free, snapshot, job, role, placed)
+        if node is None:
+            return None
+        free[node] = free[node] - job.demand(role)
+        placed.append(TaskAssignment(role, node))
+    return Placement(job.id, tuple(placed))
+
+
+def whole_job_on_one_node(snapshot: ClusterSnapshot, job: Job, order: list[str]) -> Placement | None:
+    """The job on the first node of ``order`` that holds all its tasks (Slurm prefers 1 node)."""
+    total = job.total_demand()
+    for name in order:
+        if total.fits_in(snapshot.free[name]):
+            return Placement.of(job, [name] * job.num_tasks)
+    return None
+
+
+def fitting(free: Mapping[str, Resources], snapshot: ClusterSnapshot, demand: Resources) -> list[str]:
+    """Nodes (in Slurm order) with room for one task of ``demand``."""
+    return [n.name for n in snapshot.nodes if demand.fits_in(free[n.name])]
+
+
+def free_share(free: Resources, capacity: Resources) -> float:
+    """How empty a node is, weighting GPUs most: they are what ML jobs queue for."""
+    c, g, m = free.fraction_of(capacity)
+    return 0.6 * g + 0.25 * c + 0.15 * m if capacity.gpus else 0.6 * c + 0.4 * m

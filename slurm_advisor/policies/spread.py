@@ -1,0 +1,21 @@
+"""`spread`: load balancing, as Kubernetes and Mesos place by default: each task on the
+least-loaded node that fits. Least interference, most network traffic."""
+from __future__ import annotations
+
+import numpy as np
+
+from slurm_advisor.domain import ClusterSnapshot, Job, Placement
+from slurm_advisor.policies.base import fitting, free_share, place_task_by_task
+
+
+class SpreadPolicy:
+    name = "spread"
+
+    def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator | None = None
+              ) -> Placement | None:
+        return place_task_by_task(snapshot, job, lambda free, snap, j, role, _: max(
+            fitting(free, snap, j.demand(role)),
+            key=lambda n: free_share(free[n], snap.node(n).capacity), default=None))
+
+    def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
+        return {n.name: free_share(snapshot.free[n.name], n.capacity) for n in snapshot.nodes}

@@ -1,0 +1,63 @@
+"""What a simulation reports: one record per finished job and the summary figures."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    job_id: str
+    type: str
+    submit: float
+    start: float
+    end: float
+    isolated_runtime: float  # the job's run time alone, consolidated, under the same truth
+    num_nodes: int
+    gpus: int
+
+    @property
+    def jct(self) -> float:
+        return self.end - self.submit
+
+    @property
+    def slowdown(self) -> float:
+        """How much slower the job ran than alone (queueing is reported separately)."""
+        return (self.end - self.start) / self.isolated_runtime
+
+
+@dataclass(frozen=True)
+class SimResult:
+    policy: str
+    records: tuple[JobRecord, ...]
+    total_gpus: int
+    skipped: tuple[str, ...] = ()          # jobs that can never fit on this cluster
+    fallbacks: int = 0                      # decisions the policy left to the fallback
+    progress: tuple = field(default=(), repr=False)  # (job, t0, t1, fraction) when logged
+
+    @property
+    def makespan(self) -> float:
+        if not self.records:
+            return 0.0
+        return max(r.end for r in self.records) - min(r.submit for r in self.records)
+
+    def summary(self) -> dict[str, float]:
+        if not self.records:
+            return {"jobs": 0}
+        jct = np.array([r.jct for r in self.records])
+        wait = np.array([r.start - r.submit for r in self.records])
+        slow = np.array([r.slowdown for r in self.records])
+        busy = sum(r.gpus * (r.end - r.start) for r in self.records)
+        span = self.makespan
+        return {
+            "jobs": len(self.records),
+            "avg_jct": float(jct.mean()),
+            "p95_jct": float(np.percentile(jct, 95)),
+            "makespan": float(span),
+            "avg_queueing": float(wait.mean()),
+            "mean_slowdown": float(slow.mean()),
+            "utilization": float(busy / (self.total_gpus * span)) if self.total_gpus and span else 0.0,
+            "skipped": len(self.skipped),
+            "fallbacks": self.fallbacks,
+        }

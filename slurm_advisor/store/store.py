@@ -1,0 +1,167 @@
+"""The store API: speed samples in, domain objects out; the schema kept current by Alembic.
+
+Migrations ship inside the package (``slurm_advisor/store/migrations``) so an installed wheel can
+upgrade its own database; ``db/alembic.ini`` points the Alembic CLI at the same directory.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from alembic import command
+from alembic.config import Config
+from alembic.util import CommandError
+from sqlalchemy import Engine, create_engine, func, insert, select
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.orm import sessionmaker
+
+from slurm_advisor.domain.codec import sample_from_dict, sample_to_dict
+from slurm_advisor.domain.observation import SpeedSample
+from slurm_advisor.errors import InputError
+from slurm_advisor.store.tables import SpeedSampleRow
+
+MIGRATIONS = Path(__file__).resolve().with_name("migrations")
+SOURCES = ("sim", "live")
+_CONNECT_TIMEOUT_S = 10  # an unreachable server should fail fast, not hang a daemon or a CLI call
+
+
+def normalize_url(url: str) -> str:
+    """A SQLAlchemy URL for ``url``; a bare path (no ``scheme://``) means a SQLite file."""
+    if "://" in url:
+        return url
+    return f"sqlite:///{Path(url).expanduser().resolve()}"
+
+
+def mask_url(url: str) -> str:
+    """``url`` with any password replaced, safe for messages and logs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+class Store:
+    """Speed samples in a SQLite or PostgreSQL database; the only owner of SQLAlchemy sessions.
+
+    Build one with :meth:`open`; the constructor does no I/O so tests may pass in any engine whose
+    schema is already current.
+    """
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self._engine = engine
+        self._url = url
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @classmethod
+    def open(cls, url: str) -> Store:
+        """Connect to ``url`` (or a bare SQLite path) and upgrade its schema to the latest revision.
+
+        Every failure a user can fix (bad URL, missing driver, unreachable server, a database from a
+        newer release) becomes :class:`InputError` naming the URL with its password masked.
+        """
+        full = normalize_url(url)
+        shown = mask_url(full)
+        try:
+            engine = _engine_for(full)
+        except (ArgumentError, ImportError, ValueError) as exc:
+            raise InputError(f"bad database URL {shown}: {exc}") from None
+        except OSError as exc:
+            raise InputError(f"cannot open database {shown}: {exc}") from None
+        store = cls(engine, shown)
+        try:
+            with store._guard("cannot open"):
+                store._upgrade()
+        except BaseException:
+            engine.dispose()
+            raise
+        return store
+
+    def record_samples(self, samples: Iterable[SpeedSample]) -> int:
+        """Insert ``samples`` in one transaction (all or none); returns how many were written."""
+        rows = [_row(s) for s in samples]
+        if rows:
+            with self._guard("cannot write to"), self._sessions.begin() as session:
+                session.execute(insert(SpeedSampleRow), rows)
+        return len(rows)
+
+    def load_samples(self, *, source: str | None = None, limit: int | None = None) -> list[SpeedSample]:
+        """Samples in insertion order, optionally only one ``source`` and at most ``limit`` of them."""
+        query = select(SpeedSampleRow.sample).order_by(SpeedSampleRow.id)
+        if source is not None:
+            query = query.where(SpeedSampleRow.source == source)
+        if limit is not None:
+            query = query.limit(limit)
+        with self._guard("cannot read from"), self._sessions() as session:
+            return [sample_from_dict(d) for d in session.scalars(query)]
+
+    def count_samples(self, source: str | None = None) -> int:
+        query = select(func.count()).select_from(SpeedSampleRow)
+        if source is not None:
+            query = query.where(SpeedSampleRow.source == source)
+        with self._guard("cannot read from"), self._sessions() as session:
+            return int(session.scalar(query) or 0)
+
+    def close(self) -> None:
+        """Release every pooled connection; the store must not be used afterwards."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({self._url!r})"
+
+    def _upgrade(self) -> None:
+        """Run the packaged migrations up to head on our own connection (no ini file, no logging setup).
+
+        Alembic records the revision in ``alembic_version``, so reopening a current database runs nothing.
+        """
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
+        with self._engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        """Turn database failures into one-line :class:`InputError`s that never show the password."""
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            detail = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise InputError(f"{action} database {self._url}: {detail}") from None
+        except CommandError as exc:
+            raise InputError(f"{action} database {self._url}: {exc}") from None
+
+
+def _engine_for(url: str) -> Engine:
+    parsed = make_url(url)
+    connect_args: dict[str, object] = {}
+    if parsed.get_backend_name() == "sqlite":
+        _make_parent_dir(parsed)
+    elif parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+        connect_args["connect_timeout"] = _CONNECT_TIMEOUT_S
+    return create_engine(parsed, connect_args=connect_args)
+
+
+def _make_parent_dir(url: URL) -> None:
+    database = url.database or ""
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+
+def _row(sample: SpeedSample) -> dict[str, object]:
+    if sample.source not in SOURCES:
+        raise ValueError(f"sample source {sample.source!r} is not one of {', '.join(SOURCES)}")
+    job = sample.subject.job
+    return {"time": sample.time, "source": sample.source, "job_id": job.id, "job_type": job.type,
+            "speed": sample.speed, "sample": sample_to_dict(sample)}

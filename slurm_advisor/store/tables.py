@@ -1,0 +1,44 @@
+"""SQLAlchemy 2.0 tables. Rows never leave the store: callers get domain objects.
+
+The Alembic migrations in ``migrations/versions`` own the real schema; these classes mirror it so the
+store can build typed queries and ``alembic revision --autogenerate`` can diff against them.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, MetaData, String, func
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Fixed constraint names keep migrations reproducible across databases (SQLite needs names to alter).
+NAMING = {"ix": "ix_%(table_name)s_%(column_0_name)s", "uq": "uq_%(table_name)s_%(column_0_name)s",
+          "ck": "ck_%(table_name)s_%(constraint_name)s",
+          "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s", "pk": "pk_%(table_name)s"}
+
+# JSONB on PostgreSQL so later issues can index and query inside samples; plain JSON text elsewhere.
+JsonDocument = JSON().with_variant(JSONB(), "postgresql")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class SpeedSampleRow(Base):
+    """One :class:`~slurm_advisor.domain.SpeedSample`: a few query columns plus the full sample as JSON.
+
+    ``sample`` (``codec.sample_to_dict``) is the source of truth; ``source``, ``job_id``, ``job_type``,
+    ``speed`` and ``time`` are copies so that filters and training-set queries need not parse JSON.
+    """
+
+    __tablename__ = "speed_samples"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    time: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(String(16), index=True)
+    job_id: Mapped[str] = mapped_column(String(255), index=True)
+    job_type: Mapped[str] = mapped_column(String(255))
+    speed: Mapped[float] = mapped_column(Float)
+    sample: Mapped[dict[str, Any]] = mapped_column(JsonDocument)
