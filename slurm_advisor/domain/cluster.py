@@ -1,9 +1,9 @@
 """Nodes and the immutable cluster snapshot a policy decides on."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 from slurm_advisor.domain.job import Job
 from slurm_advisor.domain.placement import Placement

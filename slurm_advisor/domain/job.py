@@ -4,7 +4,7 @@ An all-reduce job is simply a job with ``num_ps == 0``: every code path handles 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from slurm_advisor.domain.resources import Resources
@@ -28,6 +28,7 @@ class Job:
     user: str = ""
     model_size_mb: float | None = None
     batch_size: int | None = None
+    _total: Resources = field(init=False, repr=False, compare=False, default=Resources())
 
     def __post_init__(self) -> None:
         if self.num_workers < 1:
@@ -36,6 +37,9 @@ class Job:
             raise ValueError(f"job {self.id}: num_ps must not be negative")
         if not self.iterations > 0:
             raise ValueError(f"job {self.id}: iterations must be positive")
+        # Cached: the scheduler asks for it on every pass over the queue.
+        object.__setattr__(self, "_total", self.ps_demand.times(self.num_ps)
+                           + self.worker_demand.times(self.num_workers))
 
     @property
     def is_allreduce(self) -> bool:
@@ -53,4 +57,4 @@ class Job:
         return self.ps_demand if role is Role.PS else self.worker_demand
 
     def total_demand(self) -> Resources:
-        return self.ps_demand.times(self.num_ps) + self.worker_demand.times(self.num_workers)
+        return self._total

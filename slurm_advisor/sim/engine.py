@@ -64,6 +64,8 @@ class Simulation:
         self._records: list[JobRecord] = []
         self._log: list[tuple[str, float, float, float]] = []
         self.fallbacks = 0
+        self._free = self.snapshot.total_capacity()  # cluster-wide free, kept incrementally
+        self._expected_runtime: dict[str, float] = {}
 
     def _admissible(self, jobs: Sequence[Job]) -> tuple[list[Job], tuple[str, ...]]:
         """Jobs that could run on the empty cluster; the rest are reported, not simulated."""
@@ -108,6 +110,7 @@ class Simulation:
         for node in rj.placement.nodes():
             self._jobs_on[node].discard(job_id)
         self.snapshot = self.snapshot.without_job(job_id, now)
+        self._free = self._free + rj.job.total_demand()
         job = rj.job
         self._records.append(JobRecord(job.id, job.type, job.submit_time, rj.start_time, now,
                                        job.iterations / self.isolated(job), len(rj.placement.nodes()),
@@ -131,7 +134,7 @@ class Simulation:
                     reservation = self._reserve(job)
                 continue
             if reservation is not None and not reservation.admits(
-                    job, now, job.iterations / self.isolated(job)):
+                    job, now, self._expected(job)):
                 continue
             placement = self._advise(job, now)
             if placement is not None:
@@ -147,10 +150,13 @@ class Simulation:
         return advice.placement
 
     def _free_total(self) -> Resources:
-        total = Resources()
-        for r in self.snapshot.free.values():
-            total = total + r
-        return total
+        return self._free
+
+    def _expected(self, job: Job) -> float:
+        """Expected run time (alone): stands in for the user's --time limit in backfill."""
+        if job.id not in self._expected_runtime:
+            self._expected_runtime[job.id] = job.iterations / self.isolated(job)
+        return self._expected_runtime[job.id]
 
     def _reserve(self, job: Job) -> Reservation:
         ends = [(p.expected_end(), p.running.job.total_demand()) for p in self._progress.values()]
@@ -159,6 +165,7 @@ class Simulation:
     def _start(self, job: Job, placement: Placement, now: float) -> set[str]:
         self._queue.remove(job)
         self.snapshot = self.snapshot.with_job(job, placement, now)
+        self._free = self._free - job.total_demand()
         rj = self.snapshot.running[-1]
         self._progress[job.id] = _Progress(rj, job.iterations, last=now)
         for node in placement.nodes():

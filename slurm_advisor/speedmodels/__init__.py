@@ -31,4 +31,4 @@ def load_speed_model(spec: str) -> SpeedModel:
                      "or path/to/file.py:ClassName")
 
 
-__all__ = ["SpeedModel", "load_speed_model", "BUILTIN"]
+__all__ = ["BUILTIN", "SpeedModel", "load_speed_model"]

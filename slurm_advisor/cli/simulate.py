@@ -1,0 +1,69 @@
+"""`slurm-advisor simulate`: compare policies on a cluster and trace under a ground truth."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from slurm_advisor.policies import POLICIES
+
+
+def parse_policies(value: str) -> list[str]:
+    names = [p.strip() for p in value.split(",") if p.strip()]
+    unknown = [p for p in names if p not in POLICIES]
+    if unknown or not names:
+        raise click.BadParameter(f"unknown policy {', '.join(unknown) or '(none)'}; "
+                                 f"valid: {', '.join(POLICIES)}")
+    return names
+
+
+@click.command()
+@click.option("--cluster", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Cluster file (TOML).")
+@click.option("--trace", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Job trace CSV.")
+@click.option("--speed-model", default="contention", show_default=True,
+              help="Ground truth: contention, gavel:FILE.json, pollux:DIR or file.py:Class[:json].")
+@click.option("--policy", "policies", default="slurm-default,pack,spread,random,tetris",
+              show_default=True, help=f"Comma-separated policies from: {', '.join(POLICIES)}.")
+@click.option("--model", "model_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Checkpoint directory for the learned policy (default: the shipped model).")
+@click.option("--record-to", default=None, help="Store every observed speed sample here (DB URL or path).")
+@click.option("--sample-noise", default=0.02, show_default=True,
+              help="Log-normal noise of recorded speeds, as real measurements have.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Write a JCT CDF plot.")
+def simulate(cluster, trace, speed_model, policies, model_dir, record_to, sample_noise, seed, as_json, plot):
+    """Run a trace through the simulator once per policy, on the same inputs and seed."""
+    from slurm_advisor.sim.clusterfile import read_cluster
+    from slurm_advisor.sim.report import plot_jct_cdf, summaries, table
+    from slurm_advisor.sim.runner import compare
+    from slurm_advisor.sim.trace import read_trace
+    from slurm_advisor.speedmodels import load_speed_model
+
+    names = parse_policies(policies)
+    nodes, jobs, truth = read_cluster(cluster), read_trace(trace), load_speed_model(speed_model)
+    store = _open_store(record_to)
+    try:
+        results = compare(nodes, jobs, truth, names, seed=seed, model_dir=model_dir,
+                          recorder=store.record_samples if store else None, sample_noise=sample_noise)
+    finally:
+        if store:
+            store.close()
+    if as_json:
+        click.echo(json.dumps(summaries(results), indent=2))
+    else:
+        click.echo(table(results))
+    if plot:
+        plot_jct_cdf(results, plot, title=f"{trace.name} on {cluster.name} ({truth.name})")
+        if not as_json:
+            click.echo(f"plot written to {plot}")
+
+
+def _open_store(url: str | None):
+    if not url:
+        return None
+    from slurm_advisor.store import Store
+    return Store.open(url)

@@ -1,0 +1,36 @@
+"""Run several policies over the same cluster, trace and ground truth, side by side."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from slurm_advisor.advisor import Advisor
+from slurm_advisor.domain import Job, Node
+from slurm_advisor.policies import PolicyContext, make_policy
+from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+from slurm_advisor.sim.engine import Recorder, Simulation
+from slurm_advisor.sim.metrics import SimResult
+from slurm_advisor.speedmodels.base import SpeedModel
+
+# Policies that may decline to place a job Slurm could place; the site's default then decides,
+# exactly as the daemon does (the hook fails open to Slurm's own choice).
+_WITH_FALLBACK = {"learned"}
+
+
+def build_advisor(name: str, truth: SpeedModel, model_dir: Path | None = None) -> Advisor:
+    policy = make_policy(name, PolicyContext(truth=truth, model_dir=model_dir))
+    fallback = SlurmDefaultPolicy() if name in _WITH_FALLBACK else None
+    return Advisor(policy, fallback=fallback)
+
+
+def compare(nodes: Sequence[Node], jobs: Sequence[Job], truth: SpeedModel, policies: Sequence[str],
+            *, seed: int = 0, model_dir: Path | None = None, recorder: Recorder | None = None,
+            sample_noise: float = 0.0) -> dict[str, SimResult]:
+    """Every policy on the same inputs and seed; the recorder sees every policy's samples."""
+    results = {}
+    for name in policies:
+        advisor = build_advisor(name, truth, model_dir)
+        sim = Simulation(nodes, jobs, advisor, truth, seed=seed, recorder=recorder,
+                         sample_noise=sample_noise)
+        results[name] = sim.run()
+    return results
