@@ -72,7 +72,9 @@ class ClusterSnapshot:
         return ClusterSnapshot(self.nodes, free, running, self.time if time is None else time)
 
     def without_job(self, job_id: str, time: float | None = None) -> ClusterSnapshot:
-        gone = next(r for r in self.running if r.job.id == job_id)
+        gone = next((r for r in self.running if r.job.id == job_id), None)
+        if gone is None:
+            raise KeyError(f"job {job_id} is not running")
         free = dict(self.free)
         for name, demand in gone.placement.demand_per_node(gone.job).items():
             free[name] = free[name] + demand

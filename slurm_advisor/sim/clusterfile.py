@@ -50,6 +50,8 @@ def parse_cluster(data: dict, source: str = "<cluster>") -> tuple[Node, ...]:
 
 
 def _parse_group(group: dict, where: str) -> list[Node]:
+    if not isinstance(group, dict):
+        raise InputError(f"{where}: must be a table of keys, got {group!r}")
     unknown = set(group) - _KEYS
     if unknown:
         raise InputError(f"{where}: unknown key(s) {sorted(unknown)}; valid keys: {sorted(_KEYS)}")
@@ -69,6 +71,8 @@ def _parse_group(group: dict, where: str) -> list[Node]:
     if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
         raise InputError(f"{where}: 'features' must be a list of strings")
     count, start = group["count"], group.get("start", 1)
+    if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+        raise InputError(f"{where}: 'start' must be a non-negative integer, got {start!r}")
     width = max(2, len(str(start + count - 1)))
     return [Node(f"{group['prefix']}{i:0{width}d}", group["cpus"], group["gpus"], group["mem_mb"],
                  switch, frozenset(features)) for i in range(start, start + count)]

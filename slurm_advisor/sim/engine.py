@@ -115,7 +115,7 @@ class Simulation:
         self._records.append(JobRecord(job.id, job.type, job.submit_time, rj.start_time, now,
                                        job.iterations / self.isolated(job), len(rj.placement.nodes()),
                                        job.total_demand().gpus))
-        return neighbours
+        return neighbours | {job_id}  # the finished id is dropped in _update_speeds
 
     def _neighbours(self, rj: RunningJob) -> set[str]:
         out: set[str] = set()
@@ -174,6 +174,8 @@ class Simulation:
 
     # -- speeds ----------------------------------------------------------------------------
     def _update_speeds(self, touched: set[str], now: float) -> None:
+        if touched and not self.truth.local:
+            touched = set(self._progress)  # a non-local model: any start or finish may change every speed
         touched = {j for j in touched if j in self._progress}
         if not touched:
             return

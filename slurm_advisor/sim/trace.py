@@ -35,12 +35,13 @@ def read_trace(path: str | Path) -> list[Job]:
             if missing:
                 raise InputError(f"{path}: line 1: missing column(s) {', '.join(missing)}; "
                                  f"expected {','.join(COLUMNS)}")
-            jobs = [_parse_row(path, reader.line_num, row) for row in reader]
+            numbered = [(reader.line_num, _parse_row(path, reader.line_num, row)) for row in reader]
     except OSError as e:
         raise InputError(f"{path}: cannot read trace: {e.strerror}") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a text CSV file") from None
-    _check_unique_ids(path, jobs)
+    _check_unique_ids(path, numbered)
+    jobs = [job for _, job in numbered]
     if not jobs:
         raise InputError(f"{path}: the trace has no jobs")
     return sorted(jobs, key=lambda j: j.submit_time)
@@ -90,12 +91,13 @@ def _parse_row(path: Path, line: int, row: dict[str, str]) -> Job:
                        if (row.get("model_size_mb") or "").strip() else None))
 
 
-def _check_unique_ids(path: Path, jobs: list[Job]) -> None:
-    seen: set[str] = set()
-    for job in jobs:
-        if job.id in seen:
-            raise InputError(f"{path}: column 'job_id': '{job.id}' appears more than once")
-        seen.add(job.id)
+def _check_unique_ids(path: Path, numbered: list[tuple[int, Job]]) -> None:
+    first_line: dict[str, int] = {}
+    for line, job in numbered:
+        if job.id in first_line:
+            raise InputError(f"{path}: line {line}: column 'job_id': '{job.id}' already used "
+                             f"on line {first_line[job.id]}")
+        first_line[job.id] = line
 
 
 def write_trace(path: str | Path, jobs: Iterable[Job]) -> int:
@@ -115,4 +117,5 @@ def write_trace(path: str | Path, jobs: Iterable[Job]) -> int:
 
 
 def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:.6g}"
+    # repr: the shortest text that reads back as the same float (no rounding of times)
+    return str(int(x)) if float(x).is_integer() else repr(float(x))

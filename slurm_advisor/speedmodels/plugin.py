@@ -45,7 +45,7 @@ class PluginSpeedModel:
         cls = _load_class(path, class_name)
         try:
             self._impl = cls(**kwargs)
-        except Exception as e:  # the user's constructor: report, never a traceback
+        except Exception as e:  # noqa: BLE001 -- the user's constructor: report, never a traceback
             raise InputError(f"speed model plug-in {self.name}: constructor failed: "
                              f"{type(e).__name__}: {e}") from None
         if not callable(getattr(self._impl, "speeds", None)):
@@ -59,7 +59,7 @@ class PluginSpeedModel:
         plain_jobs = [job_to_plain(rj) for rj in running]
         try:
             answer = self._impl.speeds(plain_nodes, plain_jobs)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 -- any error of user code becomes one message
             raise InputError(f"speed model plug-in {self.name} raised {type(e).__name__}: {e}") from None
         if not isinstance(answer, dict):
             raise InputError(f"speed model plug-in {self.name}: speeds() must return a dict, "
@@ -91,7 +91,7 @@ def _load_class(path: Path, class_name: str) -> type:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 -- any error of user code becomes one message
         raise InputError(f"speed model plug-in {path}: import failed: {type(e).__name__}: {e}") from None
     cls = getattr(module, class_name, None)
     if not isinstance(cls, type):

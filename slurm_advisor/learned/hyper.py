@@ -1,0 +1,42 @@
+"""Every hyperparameter of the learned part in one documented dataclass (saved with each model)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+
+@dataclass(frozen=True)
+class Hyper:
+    # speed model (Harmony's reward model)
+    speed_hidden: int = 128          # width of the speed model's two hidden layers
+    speed_epochs: int = 60           # passes over the recorded samples
+    speed_lr: float = 3e-3           # Adam learning rate for the speed model
+    speed_batch: int = 256           # minibatch of samples
+    speed_holdout: float = 0.15      # share of jobs held out to pick the best epoch
+    # policy network
+    hidden: int = 64                 # width of node encoder, scorer and critic
+    # supervised warm start
+    warm_episodes: int = 3           # heuristic episodes to imitate
+    warm_epochs: int = 30            # passes over the imitation data
+    warm_lr: float = 5e-3            # DL2's supervised learning rate
+    # actor-critic
+    rl_episodes: int = 20            # simulated episodes of RL
+    rl_lr: float = 3e-4              # Adam learning rate for actor and critic
+    entropy_weight: float = 0.01     # bonus that keeps the policy exploring
+    value_weight: float = 0.5        # critic loss weight
+    gamma: float = 0.99              # discount per reward interval
+    reward_interval_s: float = 3600.0  # Harmony's interval: progress is summed per interval
+    minibatch: int = 256             # decisions per gradient step
+    updates_per_episode: int = 8     # gradient steps drawn from the replay buffer per episode
+    replay_size: int = 8192          # FIFO experience replay (DL2's default)
+    explore_prob: float = 0.2        # job-aware exploration: whole job placed by a heuristic
+    explore_decay: float = 0.9       # per episode
+    episode_jobs: int = 200          # jobs per RL episode (a window of the training trace)
+    seed: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Hyper:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})

@@ -1,0 +1,120 @@
+"""Harmony's reward model: predicts a job's speed from its features and placement context.
+
+Trained by supervised regression of log(speed) on recorded samples only (what the live system
+logs), so it can judge placements nobody tried. Wrapped as a SpeedModel, it drives the RL
+simulator; wrapped as a SpeedPredictor, it explains the advisor's decisions.
+"""
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, RunningJob, SpeedSample
+from slurm_advisor.learned.features import FeatureSchema, NodeLoad, sample_vector
+from slurm_advisor.learned.hyper import Hyper
+
+
+class SpeedNet(nn.Module):
+    def __init__(self, in_dim: int, hidden: int):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                                  nn.ReLU(), nn.Linear(hidden, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x).squeeze(-1)  # log(iterations/s)
+
+
+def _features(subject: RunningJob, load: NodeLoad, switch_of, schema: FeatureSchema) -> np.ndarray:
+    own = set(subject.placement.nodes())
+    types: list[str] = []
+    for node in own:
+        types.extend(load.types.get(node, ()))
+    for _ in subject.placement.tasks:  # drop the subject's own tasks from the histogram
+        types.remove(subject.job.type)
+    return sample_vector(subject, load, switch_of, schema, types)
+
+
+def sample_features(sample: SpeedSample, schema: FeatureSchema) -> np.ndarray:
+    load = NodeLoad(sample.nodes, (sample.subject, *sample.neighbours))
+    return _features(sample.subject, load, {n.name: n.switch for n in sample.nodes}, schema)
+
+
+def fit_speed_model(samples: Sequence[SpeedSample], schema: FeatureSchema, hp: Hyper,
+                    progress=None) -> tuple[SpeedNet, dict]:
+    """Fit on most jobs, keep the epoch that predicts held-out *jobs* best (no leakage)."""
+    if len(samples) < 20:
+        raise ValueError(f"need at least 20 speed samples to fit the speed model, got {len(samples)}")
+    x = torch.tensor(np.stack([sample_features(s, schema) for s in samples]))
+    y = torch.tensor(np.log([s.speed for s in samples]), dtype=torch.float32)
+    held = _holdout_mask([s.subject.job.id for s in samples], hp.speed_holdout, hp.seed)
+    torch.manual_seed(hp.seed)
+    net = SpeedNet(schema.sample_dim, hp.speed_hidden)
+    opt = torch.optim.Adam(net.parameters(), lr=hp.speed_lr)
+    train_idx = torch.nonzero(~held).squeeze(1)
+    best, best_state, curve = float("inf"), None, []
+    gen = torch.Generator().manual_seed(hp.seed)
+    for epoch in range(hp.speed_epochs):
+        net.train()
+        for batch in torch.randperm(len(train_idx), generator=gen).split(hp.speed_batch):
+            idx = train_idx[batch]
+            loss = nn.functional.mse_loss(net(x[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        val = _mape(net, x[held], y[held]) if held.any() else _mape(net, x, y)
+        curve.append(val)
+        if val < best:
+            best, best_state = val, {k: v.clone() for k, v in net.state_dict().items()}
+        if progress:
+            progress(epoch, val)
+    net.load_state_dict(best_state)
+    return net, {"samples": len(samples), "holdout_mape": best, "curve": curve}
+
+
+def _holdout_mask(job_ids: list[str], share: float, seed: int) -> torch.Tensor:
+    rng = np.random.default_rng(seed)
+    unique = sorted(set(job_ids))
+    held = set(rng.choice(unique, size=max(1, int(len(unique) * share)), replace=False).tolist())
+    return torch.tensor([j in held for j in job_ids])
+
+
+@torch.no_grad()
+def _mape(net: SpeedNet, x: torch.Tensor, y: torch.Tensor) -> float:
+    net.eval()
+    pred = torch.exp(net(x))
+    true = torch.exp(y)
+    return float((torch.abs(pred - true) / true).mean())
+
+
+class LearnedSpeedModel:
+    """The fitted network behind the SpeedModel and SpeedPredictor interfaces."""
+
+    name = "learned-speed"
+    local = True
+
+    def __init__(self, net: SpeedNet, schema: FeatureSchema):
+        self.net, self.schema = net.eval(), schema
+
+    @torch.no_grad()
+    def speeds(self, nodes: Sequence[Node], running: Sequence[RunningJob],
+               only: Collection[str] | None = None) -> dict[str, float]:
+        targets = [rj for rj in running if only is None or rj.job.id in only]
+        if not targets:
+            return {}
+        load = NodeLoad(nodes, running)
+        switch_of = {n.name: n.switch for n in nodes}
+        x = torch.tensor(np.stack([_features(rj, load, switch_of, self.schema) for rj in targets]))
+        pred = torch.exp(self.net(x)).tolist()
+        return {rj.job.id: max(1e-9, s) for rj, s in zip(targets, pred)}
+
+    def predict(self, snapshot: ClusterSnapshot, job: Job, placement: Placement) -> float:
+        after = snapshot.running + (RunningJob(job, placement, snapshot.time),)
+        return self.speeds(snapshot.nodes, after, {job.id})[job.id]
+
+    def mape(self, samples: Sequence[SpeedSample]) -> float:
+        x = torch.tensor(np.stack([sample_features(s, self.schema) for s in samples]))
+        y = torch.tensor(np.log([s.speed for s in samples]), dtype=torch.float32)
+        return _mape(self.net, x, y)

@@ -1,0 +1,172 @@
+"""Training, end to end: speed model on recorded samples -> warm start -> actor-critic RL.
+
+The RL simulator runs on the *fitted* speed model, never on the ground truth: the policy is
+judged only by what was learned from logged speeds. Model selection uses a validation window
+of the training trace under the same fitted model; the test trace is never seen here.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+
+from slurm_advisor.advisor import Advisor
+from slurm_advisor.domain import Job, Node, SpeedSample
+from slurm_advisor.learned.agent import Decision, LearnedPolicy
+from slurm_advisor.learned.features import FeatureSchema
+from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.learned.policy_net import PolicyNet
+from slurm_advisor.learned.rl import Replay, actor_critic_step, discounted_returns, imitation_step
+from slurm_advisor.learned.speed_model import LearnedSpeedModel, SpeedNet, fit_speed_model
+from slurm_advisor.policies import make_policy
+from slurm_advisor.policies.base import Policy
+from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+from slurm_advisor.sim.engine import Simulation
+
+TEACHERS = ("slurm-default", "pack", "spread", "tetris")
+
+
+@dataclass
+class Ablation:
+    replay: bool = True
+    exploration: bool = True
+    warm_start: bool = True
+
+
+@dataclass
+class TrainReport:
+    policy: PolicyNet
+    speed: SpeedNet
+    schema: FeatureSchema
+    speed_metrics: dict
+    teacher: str
+    teacher_scores: dict[str, float]
+    curve: list[dict] = field(default_factory=list)
+    best_validation_jct: float = float("inf")
+    seconds: float = 0.0
+
+
+def window(jobs: Sequence[Job], start: int, n: int) -> list[Job]:
+    """n consecutive jobs with submit times shifted to start at 0: one episode."""
+    part = list(jobs[start:start + n])
+    t0 = part[0].submit_time if part else 0.0
+    return [replace(j, submit_time=j.submit_time - t0) for j in part]
+
+
+def simulate(nodes, jobs, policy: Policy, truth, seed: int, log_progress: bool = False):
+    advisor = Advisor(policy, fallback=SlurmDefaultPolicy())
+    return Simulation(nodes, jobs, advisor, truth, seed=seed, log_progress=log_progress).run()
+
+
+def avg_jct(result) -> float:
+    return result.summary().get("avg_jct", float("inf"))
+
+
+def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[Job], hp: Hyper,
+          ablation: Ablation | None = None, log: Callable[[str], None] = print, bar=None) -> TrainReport:
+    ablation = ablation or Ablation()
+    started = time.time()
+    torch.manual_seed(hp.seed)
+    rng = np.random.default_rng(hp.seed)
+    schema = FeatureSchema()
+    speed_net, speed_metrics = fit_speed_model(samples, schema, hp)
+    log(f"speed model: {len(samples)} samples, held-out-job MAPE {speed_metrics['holdout_mape']:.3f}")
+    fitted = LearnedSpeedModel(speed_net, schema)
+    n = min(hp.episode_jobs, len(jobs))
+    validation = window(jobs, max(0, len(jobs) - n), n)  # a fixed, held-apart window
+    scores = {t: avg_jct(simulate(nodes, validation, make_policy(t), fitted, hp.seed)) for t in TEACHERS}
+    teacher = min(scores, key=scores.get)
+    log(f"teacher (best heuristic under the fitted model): {teacher} "
+        + ", ".join(f"{k}={v:.0f}" for k, v in scores.items()))
+    net = PolicyNet(schema.node_dim, schema.global_dim, hp.hidden)
+    report = TrainReport(net, speed_net, schema, speed_metrics, teacher, scores)
+    episodes = _Episodes(nodes, jobs, fitted, schema, hp, rng)
+    if ablation.warm_start:
+        _warm_start(net, episodes, make_policy(teacher), hp, log)
+    _reinforce(net, episodes, validation, teacher, ablation, report, bar)
+    report.seconds = time.time() - started
+    return report
+
+
+class _Episodes:
+    """Runs training episodes on random windows of the trace under the fitted speed model."""
+
+    def __init__(self, nodes, jobs, fitted, schema, hp: Hyper, rng: np.random.Generator):
+        self.nodes, self.jobs, self.fitted, self.schema, self.hp, self.rng = nodes, jobs, fitted, schema, hp, rng
+        self.n = min(hp.episode_jobs, len(jobs))
+        self.return_scale: float | None = None
+
+    def run(self, net: PolicyNet, explorers: tuple[Policy, ...], explore_prob: float
+            ) -> tuple[list[Decision], np.ndarray, float]:
+        # Training windows come from the part of the trace before the validation window.
+        last_start = max(0, len(self.jobs) - 2 * self.n)
+        start = int(self.rng.integers(last_start + 1))
+        jobs = window(self.jobs, start, self.n)
+        policy = LearnedPolicy(net, self.schema, mode="sample", explorers=explorers, explore_prob=explore_prob)
+        result = simulate(self.nodes, jobs, policy, self.fitted, int(self.rng.integers(1 << 30)), log_progress=True)
+        times = np.array([d.time for d in policy.decisions])
+        returns = discounted_returns(times, result.progress, self.hp.gamma, self.hp.reward_interval_s)
+        if self.return_scale is None:  # fixed once so that returns stay comparable across episodes
+            self.return_scale = float(np.mean(np.abs(returns))) or 1.0
+        return policy.decisions, returns / self.return_scale, avg_jct(result)
+
+
+def _warm_start(net: PolicyNet, episodes: _Episodes, teacher: Policy, hp: Hyper, log) -> None:
+    decisions: list[Decision] = []
+    returns: list[np.ndarray] = []
+    for _ in range(hp.warm_episodes):
+        d, g, _ = episodes.run(net, (teacher,), 1.0)
+        decisions.extend(d)
+        returns.append(g)
+    all_returns = np.concatenate(returns)
+    opt = torch.optim.Adam(net.parameters(), lr=hp.warm_lr)
+    losses = []
+    for _ in range(hp.warm_epochs):
+        order = episodes.rng.permutation(len(decisions))
+        for chunk in np.array_split(order, max(1, len(order) // hp.minibatch)):
+            losses.append(imitation_step(net, opt, [decisions[i] for i in chunk], all_returns[chunk], hp.value_weight))
+    log(f"warm start: imitated {len(decisions)} decisions of {teacher.name}, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+
+
+def _reinforce(net: PolicyNet, episodes: _Episodes, validation: list[Job], teacher: str, ablation: Ablation,
+               report: TrainReport, bar) -> None:
+    hp = episodes.hp
+    opt = torch.optim.Adam(net.parameters(), lr=hp.rl_lr)
+    replay = Replay(hp.replay_size if ablation.replay else 1)
+    explorers = tuple(make_policy(t) for t in dict.fromkeys((teacher, "pack", "spread")))
+    explore = hp.explore_prob if ablation.exploration else 0.0
+    best_state, best = copy.deepcopy(net.state_dict()), _validate(net, episodes, validation)
+    report.curve.append({"episode": 0, "validation_jct": best, "episode_jct": None})
+    for ep in range(1, hp.rl_episodes + 1):
+        decisions, returns, jct = episodes.run(net, explorers, explore)
+        stats = _update(net, opt, replay, decisions, returns, hp, episodes.rng, ablation.replay)
+        explore *= hp.explore_decay
+        val = _validate(net, episodes, validation)
+        report.curve.append({"episode": ep, "validation_jct": val, "episode_jct": jct, **stats})
+        if val < best:
+            best, best_state = val, copy.deepcopy(net.state_dict())
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(val_jct=f"{val:.0f}", best=f"{best:.0f}")
+    net.load_state_dict(best_state)
+    report.best_validation_jct = best
+
+
+def _update(net, opt, replay: Replay, decisions, returns, hp: Hyper, rng, use_replay: bool) -> dict:
+    if not use_replay:  # on-policy: learn from this episode only
+        replay = Replay(len(decisions) or 1)
+    replay.add(decisions, returns)
+    stats: dict = {}
+    for _ in range(hp.updates_per_episode):
+        if len(replay):
+            stats = actor_critic_step(net, opt, replay.sample(hp.minibatch, rng), hp.entropy_weight, hp.value_weight)
+    return stats
+
+
+def _validate(net: PolicyNet, episodes: _Episodes, validation: list[Job]) -> float:
+    policy = LearnedPolicy(net, episodes.schema, mode="greedy")
+    return avg_jct(simulate(episodes.nodes, validation, policy, episodes.fitted, episodes.hp.seed))

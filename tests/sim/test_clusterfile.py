@@ -1,0 +1,117 @@
+"""The cluster file: groups of identical nodes; every mistake names the file and the key."""
+from pathlib import Path
+
+import pytest
+
+from slurm_advisor.domain import Node
+from slurm_advisor.errors import InputError
+from slurm_advisor.sim.clusterfile import parse_cluster, read_cluster
+
+REPO = Path(__file__).resolve().parents[2]
+GROUP = 'prefix = "gpu"\ncount = 2\ncpus = 32\ngpus = 8\nmem_mb = 256000\n'
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    return path
+
+
+def test_example_cluster() -> None:
+    nodes = read_cluster(REPO / "examples" / "clusters" / "16x8.toml")
+    assert [n.name for n in nodes] == [f"gpu{i:02d}" for i in range(1, 17)]
+    assert all((n.cpus, n.gpus, n.mem_mb) == (48, 8, 384_000) for n in nodes)
+    assert [n.switch for n in nodes] == ["s1"] * 8 + ["s2"] * 8
+
+
+def test_group_fields_and_defaults(tmp_path: Path) -> None:
+    text = ("[[nodes]]\n" + GROUP + 'switch = "a"\nfeatures = ["v100", "ib"]\n'
+            "[[nodes]]\nprefix = \"cpu\"\ncount = 1\ncpus = 64\ngpus = 0\nmem_mb = 512000\n")
+    nodes = read_cluster(write(tmp_path, text))
+    assert nodes == (Node("gpu01", 32, 8, 256_000, "a", frozenset({"v100", "ib"})),
+                     Node("gpu02", 32, 8, 256_000, "a", frozenset({"v100", "ib"})),
+                     Node("cpu01", 64, 0, 512_000))
+
+
+def test_names_are_zero_padded_to_the_last_number() -> None:
+    group = {"prefix": "n", "count": 100, "cpus": 1, "gpus": 0, "mem_mb": 1}
+    names = [n.name for n in parse_cluster({"nodes": [group]})]
+    assert names[0] == "n001" and names[-1] == "n100" and len(names) == 100
+    names = [n.name for n in parse_cluster({"nodes": [dict(group, count=3, start=98)]})]
+    assert names == ["n098", "n099", "n100"]
+
+
+@pytest.mark.parametrize("extra, words", [
+    ("colour = \"red\"\n", ["colour", "valid keys", "prefix", "mem_mb", "switch", "features", "start"]),
+    ("switch = 3\n", ["'switch'"]),
+    ("features = \"v100\"\n", ["'features'"]),
+    ("features = [1]\n", ["'features'"]),
+    ("start = \"one\"\n", ["'start'"]),
+    ("start = -1\n", ["'start'"]),
+])
+def test_bad_optional_keys(tmp_path: Path, extra: str, words: list[str]) -> None:
+    path = write(tmp_path, "[[nodes]]\n" + GROUP + extra)
+    with pytest.raises(InputError) as err:
+        read_cluster(path)
+    message = str(err.value)
+    assert str(path) in message and "[[nodes]] #1" in message
+    for word in words:
+        assert word in message
+
+
+@pytest.mark.parametrize("key, value", [("count", "0"), ("count", "1.5"), ("cpus", "-1"),
+                                        ("gpus", "true"), ("mem_mb", "\"lots\""), ("prefix", "\"\""),
+                                        ("prefix", "3")])
+def test_bad_required_values(tmp_path: Path, key: str, value: str) -> None:
+    lines = [f"{key} = {value}" if line.startswith(f"{key} =") else line for line in GROUP.splitlines()]
+    path = write(tmp_path, "[[nodes]]\n" + GROUP + "[[nodes]]\n" + "\n".join(lines).replace(
+        '"gpu"', '"other"') + "\n")
+    with pytest.raises(InputError) as err:
+        read_cluster(path)
+    message = str(err.value)
+    assert str(path) in message and "[[nodes]] #2" in message and f"'{key}'" in message
+
+
+@pytest.mark.parametrize("key", ["prefix", "count", "cpus", "gpus", "mem_mb"])
+def test_missing_key(tmp_path: Path, key: str) -> None:
+    text = "\n".join(line for line in GROUP.splitlines() if not line.startswith(f"{key} ="))
+    path = write(tmp_path, "[[nodes]]\n" + text + "\n")
+    with pytest.raises(InputError, match=f"missing key '{key}'") as err:
+        read_cluster(path)
+    assert str(path) in str(err.value)
+
+
+def test_bad_toml_names_file_and_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "[[nodes]]\n" + GROUP + "cpus = = 3\n")
+    with pytest.raises(InputError) as err:
+        read_cluster(path)
+    message = str(err.value)
+    assert str(path) in message and "not valid TOML" in message and "line 7" in message
+
+
+def test_duplicate_node_names(tmp_path: Path) -> None:
+    path = write(tmp_path, "[[nodes]]\n" + GROUP + "[[nodes]]\n" + GROUP.replace("count = 2", "count = 3"))
+    with pytest.raises(InputError) as err:
+        read_cluster(path)
+    message = str(err.value)
+    assert str(path) in message and "gpu01" in message and "gpu02" in message and "gpu03" not in message
+
+
+@pytest.mark.parametrize("text, words", [
+    ("", "at least one [[nodes]]"),
+    ("nodes = []\n", "at least one [[nodes]]"),
+    ("[nodes]\nprefix = \"a\"\n", "at least one [[nodes]]"),
+    ("nodes = [1, 2]\n", "[[nodes]] #1"),
+    ("[[node]]\n" + GROUP, "unknown top-level key(s) ['node']"),
+])
+def test_bad_structure(tmp_path: Path, text: str, words: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(InputError) as err:
+        read_cluster(path)
+    assert str(path) in str(err.value) and words in str(err.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot read cluster file") as err:
+        read_cluster(tmp_path / "none.toml")
+    assert "none.toml" in str(err.value)

@@ -1,0 +1,118 @@
+"""The one decision call: check the policy's proposal, fall back, explain."""
+import numpy as np
+import pytest
+
+from slurm_advisor.advisor import Advisor
+from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Resources, Role, TaskAssignment
+from slurm_advisor.policies.pack import PackPolicy
+from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+
+NODES = (Node("n1", 8, 2, 32_000), Node("n2", 8, 2, 32_000))
+JOB = Job("j", "resnet50", 1, 2, Resources(2, 0, 4_000), Resources(2, 1, 8_000), 10.0)
+RNG = np.random.default_rng(0)
+
+
+class Fixed:
+    """A policy that always proposes ``placement`` (possibly a bad one)."""
+
+    def __init__(self, placement: Placement | None, name: str = "fixed"):
+        self.placement, self.name = placement, name
+        self.calls = 0
+
+    def place(self, snapshot, job, rng):
+        self.calls += 1
+        return self.placement
+
+    def score_nodes(self, snapshot, job):
+        return {"n1": 0.25, "n2": 0.75}
+
+
+class Predictor:
+    def predict(self, snapshot, job, placement):
+        return 3.5
+
+
+def snap() -> ClusterSnapshot:
+    """n1 has one GPU (and 4 CPUs) left, n2 is empty."""
+    filler = Job("f", "x", 0, 1, Resources(), Resources(4, 1, 1), 1.0)
+    return ClusterSnapshot.empty(NODES).with_job(filler, Placement.of(filler, ["n1"]))
+
+
+INVALID = {
+    "over capacity": Placement.of(JOB, ["n1", "n1", "n1"]),  # two workers, but n1 has one GPU left
+    "unknown node": Placement.of(JOB, ["n1", "n9", "n1"]),
+    "wrong job id": Placement("other", Placement.of(JOB, ["n1", "n1", "n2"]).tasks),
+    "roles out of order": Placement("j", (TaskAssignment(Role.WORKER, "n1"), TaskAssignment(Role.PS, "n1"),
+                                          TaskAssignment(Role.WORKER, "n2"))),
+    "too few tasks": Placement("j", (TaskAssignment(Role.PS, "n1"), TaskAssignment(Role.WORKER, "n1"))),
+}
+
+
+def test_a_valid_proposal_is_taken() -> None:
+    proposal = Placement.of(JOB, ["n1", "n1", "n2"])
+    advice = Advisor(Fixed(proposal), fallback=SlurmDefaultPolicy()).advise(snap(), JOB, RNG)
+    assert advice.job_id == "j"
+    assert advice.placement == proposal
+    assert (advice.policy, advice.fallback, advice.reason) == ("fixed", False, "")
+    assert advice.node_scores == {} and advice.predicted_speed is None
+
+
+@pytest.mark.parametrize("what", INVALID)
+def test_an_invalid_proposal_is_refused_and_falls_back(what: str) -> None:
+    s = snap()
+    advice = Advisor(Fixed(INVALID[what]), fallback=SlurmDefaultPolicy()).advise(s, JOB, RNG)
+    assert advice.placement is not None and advice.placement != INVALID[what]
+    assert s.fits(JOB, advice.placement)
+    assert advice.placement == SlurmDefaultPolicy().place(s, JOB) == Placement.of(JOB, ["n2"] * 3)
+    assert (advice.policy, advice.fallback) == ("slurm-default", True)
+    assert "fixed proposed an invalid placement" in advice.reason
+
+
+@pytest.mark.parametrize("what", INVALID)
+def test_an_invalid_proposal_without_fallback_means_wait(what: str) -> None:
+    advice = Advisor(Fixed(INVALID[what])).advise(snap(), JOB, RNG)
+    assert advice.placement is None
+    assert (advice.policy, advice.fallback) == ("fixed", False)
+    assert advice.reason == "fixed proposed an invalid placement"
+
+
+def test_none_with_fallback_uses_the_fallback() -> None:
+    advice = Advisor(Fixed(None), fallback=PackPolicy()).advise(snap(), JOB, RNG)
+    assert advice.placement == PackPolicy().place(snap(), JOB)
+    assert (advice.policy, advice.fallback) == ("pack", True)
+    assert advice.reason == "fixed found no placement"
+
+
+def test_none_without_fallback_waits() -> None:
+    advice = Advisor(Fixed(None)).advise(snap(), JOB, RNG)
+    assert advice.placement is None
+    assert (advice.policy, advice.fallback, advice.reason) == ("fixed", False, "fixed found no placement")
+
+
+def test_when_nothing_fits_even_the_fallback_waits() -> None:
+    huge = Job("h", "x", 0, 9, Resources(), Resources(1, 1, 1), 1.0)
+    advice = Advisor(Fixed(None), fallback=SlurmDefaultPolicy()).advise(snap(), huge, RNG)
+    assert advice.placement is None and advice.fallback is False
+    assert advice.policy == "fixed"
+
+
+def test_an_invalid_fallback_answer_is_refused_too() -> None:
+    bad_fallback = Fixed(INVALID["unknown node"], name="bad")
+    advice = Advisor(Fixed(None), fallback=bad_fallback).advise(snap(), JOB, RNG)
+    assert advice.placement is None and advice.fallback is False
+
+
+def test_explain_fills_node_scores_and_prediction() -> None:
+    proposal = Placement.of(JOB, ["n1", "n1", "n2"])
+    advice = Advisor(Fixed(proposal), predictor=Predictor(), explain=True).advise(snap(), JOB, RNG)
+    assert advice.node_scores == {"n1": 0.25, "n2": 0.75}
+    assert advice.predicted_speed == 3.5
+    quiet = Advisor(Fixed(proposal), predictor=Predictor()).advise(snap(), JOB, RNG)
+    assert quiet.node_scores == {} and quiet.predicted_speed is None
+
+
+def test_explain_with_a_real_policy_scores_every_node() -> None:
+    advice = Advisor(SlurmDefaultPolicy(), explain=True).advise(snap(), JOB, RNG)
+    assert advice.placement == Placement.of(JOB, ["n2", "n2", "n2"])
+    assert set(advice.node_scores) == {"n1", "n2"}
+    assert advice.node_scores["n1"] > advice.node_scores["n2"]
