@@ -1,7 +1,39 @@
+"""`slurm-advisor train`: fit the speed model on recorded samples, then train the policy."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
 import click
 
 
 @click.command()
-def train():
-    """Fit the speed model on recorded samples and train the placement policy."""
-    raise click.ClickException("not yet")
+@click.option("--from-db", "db_url", required=True, help="Store with recorded speed samples (DB URL or path).")
+@click.option("--cluster", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--trace", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Training trace (keep the test trace apart).")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Model directory.")
+@click.option("--episodes", type=int, default=None, help="RL episodes (default from the hyperparameters).")
+@click.option("--episode-jobs", type=int, default=None, help="Jobs per RL episode.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--no-replay", is_flag=True, help="Ablation: learn from the latest episode only.")
+@click.option("--no-exploration", is_flag=True, help="Ablation: no job-aware exploration.")
+@click.option("--no-warm-start", is_flag=True, help="Ablation: start RL from random weights.")
+def train(db_url, cluster, trace, out, episodes, episode_jobs, seed, no_replay, no_exploration, no_warm_start):
+    """Fit the speed model on recorded samples only, warm-start the policy, then train it by RL
+    in the simulator with rewards from the fitted speed model (never the ground truth)."""
+    from slurm_advisor.learned.service import train_and_save
+    from slurm_advisor.learned.hyper import Hyper
+    from slurm_advisor.learned.train import Ablation
+
+    hp = Hyper(seed=seed)
+    if episodes is not None:
+        hp = replace(hp, rl_episodes=episodes)
+    if episode_jobs is not None:
+        hp = replace(hp, episode_jobs=episode_jobs)
+    ablation = Ablation(replay=not no_replay, exploration=not no_exploration, warm_start=not no_warm_start)
+    meta = train_and_save(db_url, cluster, trace, out, hp, ablation, log=click.echo)
+    click.echo(json.dumps({k: meta[k] for k in ("speed_model", "teacher", "best_validation_jct",
+                                                  "train_seconds")}, indent=2))
+    click.echo(f"model written to {out} (learning curve: {out / 'learning_curve.png'})")

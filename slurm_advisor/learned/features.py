@@ -7,6 +7,7 @@ get the "unknown" type slot and are judged by their other features.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -82,11 +83,19 @@ _OTHERS_DIM = 8
 
 def task_usage(rj: RunningJob, role: Role, capacity: Resources) -> np.ndarray:
     """One task's footprint on a node: its demand share and its type's published usage."""
-    p = profile_for(rj.job.type, rj.job.model_size_mb, rj.job.batch_size)
-    d = rj.job.demand(role)
-    c, g, m = d.fraction_of(capacity)
+    job = rj.job
+    return _usage(job.type, job.model_size_mb, job.batch_size, job.demand(role), role, capacity)
+
+
+@functools.lru_cache(maxsize=65536)
+def _usage(job_type: str, model_size_mb, batch_size, demand: Resources, role: Role,
+           capacity: Resources) -> np.ndarray:
+    p = profile_for(job_type, model_size_mb, batch_size)
+    c, g, m = demand.fraction_of(capacity)
     light = 0.5 if role is Role.PS else 1.0  # a PS does no GPU work and feeds no input pipeline
-    return np.array([c, g, m, p.cpu * light, p.membw, p.pcie * (role is Role.WORKER)], dtype=np.float32)
+    out = np.array([c, g, m, p.cpu * light, p.membw, p.pcie * (role is Role.WORKER)], dtype=np.float32)
+    out.flags.writeable = False  # shared by the cache
+    return out
 
 
 class NodeLoad:

@@ -100,4 +100,4 @@ def actor_critic_step(net: PolicyNet, opt: torch.optim.Optimizer, batch: Sequenc
     loss.backward()
     nn.utils.clip_grad_norm_(net.parameters(), 1.0)
     opt.step()
-    return {"actor": float(actor), "critic": float(critic), "entropy": float(entropy)}
+    return {"actor": float(actor.detach()), "critic": float(critic.detach()), "entropy": float(entropy.detach())}

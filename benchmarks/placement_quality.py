@@ -1,0 +1,111 @@
+"""Placement quality: avg JCT of every policy under three ground truths and two workloads.
+
+For each setting: speed samples are recorded on a training trace, the learned policy is
+trained on them, and every policy then runs a *different* test trace (other seed / other
+window) under the ground truth. Prints a table and writes JSON.
+
+    python benchmarks/placement_quality.py --out benchmarks/results/quality.json [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from slurm_advisor.learned.experiment import run_experiment
+from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.learned.train import Ablation
+from slurm_advisor.sim.clusterfile import read_cluster
+from slurm_advisor.sim.converters.philly import philly_jobs
+from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+from slurm_advisor.sim.report import plot_jct_cdf
+from slurm_advisor.speedmodels import load_speed_model
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data"
+BASELINES = ["slurm-default", "pack", "spread", "random", "tetris", "oracle"]
+
+
+def workloads(quick: bool) -> dict:
+    n = 120 if quick else 300
+    day = 86400
+    return {
+        # Philly arrivals (mostly 1-GPU jobs): train on one week, test on the next.
+        "philly": (philly_jobs(SHARED / "philly" / "philly_jobs.csv.gz", start_s=20 * day, duration_s=2 * day,
+                               max_jobs=n, time_scale=4.0, seed=1),
+                   philly_jobs(SHARED / "philly" / "philly_jobs.csv.gz", start_s=30 * day, duration_s=2 * day,
+                               max_jobs=n, time_scale=4.0, seed=2)),
+        # Larger jobs that must span nodes (4-16 workers, PS and all-reduce).
+        "large": (synthetic_jobs(n, seed=11, mix="large", arrival_rate_per_h=2.5),
+                  synthetic_jobs(n, seed=12, mix="large", arrival_rate_per_h=2.5)),
+    }
+
+
+def truths() -> dict:
+    return {"contention": load_speed_model("contention"),
+            "gavel": load_speed_model(f"gavel:{SHARED / 'gavel' / 'simulation_throughputs.json'}"),
+            "pollux": load_speed_model(f"pollux:{SHARED / 'pollux' / 'models'}")}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "quality.json")
+    ap.add_argument("--quick", action="store_true", help="small traces and budget (a smoke run)")
+    ap.add_argument("--only", default="", help="comma-separated truth:workload settings to run")
+    ap.add_argument("--ablations", action="store_true", help="also train without replay/exploration/warm start")
+    ap.add_argument("--episodes", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    hp = Hyper(seed=args.seed)
+    if args.quick:
+        hp = replace(hp, rl_episodes=3, episode_jobs=60, speed_epochs=20, warm_episodes=1, warm_epochs=10)
+    if args.episodes:
+        hp = replace(hp, rl_episodes=args.episodes)
+    nodes = read_cluster(REPO / "examples" / "clusters" / "16x8.toml")
+    only = {s for s in args.only.split(",") if s}
+    ablations = {"no-replay": Ablation(replay=False), "no-exploration": Ablation(exploration=False),
+                 "no-warm-start": Ablation(warm_start=False)} if args.ablations else None
+    out: dict = {"hyper": hp.to_dict(), "cluster": "16x8", "settings": {}}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for wname, (train_jobs, test_jobs) in workloads(args.quick).items():
+        for tname, truth in truths().items():
+            key = f"{tname}:{wname}"
+            if only and key not in only:
+                continue
+            started = time.time()
+            with tempfile.TemporaryDirectory() as work:
+                res = run_experiment(nodes, train_jobs, test_jobs, truth, Path(work), hp, baselines=BASELINES,
+                                     ablations=ablations if key == "contention:large" else None,
+                                     seed=args.seed, log=lambda m: print(f"  [{key}] {m}", file=sys.stderr))
+            row = {name: r.summary() for name, r in res.results.items()}
+            out["settings"][key] = {"policies": row, "speed_mape_unseen": res.speed_mape_unseen,
+                                    "train_seconds": res.train_seconds, "samples": res.samples,
+                                    "teacher": res.teacher, "seconds": round(time.time() - started, 1)}
+            plot_jct_cdf(res.results, args.out.with_name(f"cdf-{tname}-{wname}.png"), title=key)
+            print_setting(key, out["settings"][key])
+            args.out.write_text(json.dumps(out, indent=2))
+    return 0
+
+
+def print_setting(key: str, s: dict) -> None:
+    rows = s["policies"]
+    ref = rows["slurm-default"]["avg_jct"]
+    best_other = min(v["avg_jct"] for k, v in rows.items()
+                     if k not in ("oracle",) and not k.startswith(("learned", "no-")))
+    print(f"\n== {key}  (speed-model MAPE on unseen placements {s['speed_mape_unseen']:.3f}, "
+          f"teacher {s['teacher']}, {s['seconds']} s)")
+    print(f"{'policy':<16}{'avg_jct_h':>10}{'p95_jct_h':>10}{'slowdown':>10}{'util':>7}{'vs slurm':>10}{'vs best bl':>11}")
+    for name, v in rows.items():
+        print(f"{name:<16}{v['avg_jct'] / 3600:>10.2f}{v['p95_jct'] / 3600:>10.2f}{v['mean_slowdown']:>10.3f}"
+              f"{v['utilization']:>7.2f}{v['avg_jct'] / ref:>10.3f}{v['avg_jct'] / best_other:>11.3f}")
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    sys.exit(main())
