@@ -82,7 +82,7 @@ def main(argv=None) -> int:
             with tempfile.TemporaryDirectory() as work:
                 res = run_experiment(nodes, train_jobs, test_jobs, truth, Path(work), hp, baselines=BASELINES,
                                      ablations=ablations if key == "contention:large" else None,
-                                     seed=args.seed, log=lambda m: print(f"  [{key}] {m}", file=sys.stderr))
+                                     seed=args.seed, log=_logger(key))
             row = {name: r.summary() for name, r in res.results.items()}
             out["settings"][key] = {"policies": row, "speed_mape_unseen": res.speed_mape_unseen,
                                     "train_seconds": res.train_seconds, "samples": res.samples,
@@ -91,6 +91,10 @@ def main(argv=None) -> int:
             print_setting(key, out["settings"][key])
             args.out.write_text(json.dumps(out, indent=2))
     return 0
+
+
+def _logger(key: str):
+    return lambda message: print(f"  [{key}] {message}", file=sys.stderr)
 
 
 def print_setting(key: str, s: dict) -> None:

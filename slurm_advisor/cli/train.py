@@ -23,8 +23,8 @@ import click
 def train(db_url, cluster, trace, out, episodes, episode_jobs, seed, no_replay, no_exploration, no_warm_start):
     """Fit the speed model on recorded samples only, warm-start the policy, then train it by RL
     in the simulator with rewards from the fitted speed model (never the ground truth)."""
-    from slurm_advisor.learned.service import train_and_save
     from slurm_advisor.learned.hyper import Hyper
+    from slurm_advisor.learned.service import train_and_save
     from slurm_advisor.learned.train import Ablation
 
     hp = Hyper(seed=seed)
