@@ -124,7 +124,8 @@ class _PlacementState:
         nodes = np.column_stack([
             self.cap[:, 0] / CPU, self.cap[:, 1] / GPU, self.cap[:, 2] / MEM, self.free / cap,
             after[:, 0], after[:, 1], whole, self.own[:, 0] / max(1, self.job.num_ps),
-            self.own[:, 1] / self.job.num_workers, on_switch, elsewhere, self.position, self.others,
+            self.own[:, 1] / self.job.num_workers, on_switch, elsewhere, self.position,
+            has_own, *_ranks(mask, self.free[:, 1] / cap[:, 1]), self.others,
         ]).astype(np.float32)
         free_share = self.free.sum(0) / self.cluster_cap
         glob = np.concatenate([self.job_vec, np.array(
@@ -137,3 +138,16 @@ class _PlacementState:
         self.free[i] -= demand
         self.remaining -= demand
         self.own[i, 0 if role is Role.PS else 1] += 1
+
+
+def _ranks(mask: np.ndarray, free_gpu_share: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where each feasible node stands among the feasible ones: first in Slurm's order, and its
+    rank from fullest (0) to emptiest (1). The heuristics' rules become easy to express."""
+    first = np.zeros(len(mask))
+    rank = np.zeros(len(mask))
+    feasible = np.flatnonzero(mask)
+    if len(feasible):
+        first[feasible[0]] = 1.0
+        order = feasible[np.argsort(free_gpu_share[feasible], kind="stable")]
+        rank[order] = np.arange(len(order)) / max(1, len(order) - 1)
+    return first, rank, mask.astype(np.float64)

@@ -46,7 +46,7 @@ class FeatureSchema:
 
     @property
     def node_dim(self) -> int:
-        return 14 + _OTHERS_DIM
+        return 18 + _OTHERS_DIM
 
     @property
     def global_dim(self) -> int:

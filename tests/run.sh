@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The one command that sets up and runs the tests (CI runs it through .ci/run):
+#
+#   bash tests/run.sh [pytest args...]
+#
+# On a fresh Debian 12 machine, as root: creates .venv, installs the CPU build of torch first
+# (an unpinned torch would pull GBs of CUDA), then the package with its dev extra; installs and
+# starts a private PostgreSQL for the store's integration test (stopped by its PID on exit);
+# then ruff and pytest. Safe to run again: each step skips what is already done.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+TORCH=torch==2.13.0
+VENV=.venv
+PY=$VENV/bin/python
+
+step() { printf '== %s\n' "$*"; }
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+setup_python() {
+    if [ ! -x "$PY" ]; then
+        step "creating $VENV"
+        python3 -m venv "$VENV"
+    fi
+    # Reinstall only when the package metadata changed (the install is editable: code needs none).
+    local stamp="$VENV/.slurm-advisor-installed" want
+    want=$(cat setup.cfg pyproject.toml tests/run.sh | sha256sum | cut -d' ' -f1)
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+        step "installing $TORCH, then slurm-advisor[dev]"
+        "$PY" -m pip install -q "$TORCH"
+        "$PY" -m pip install -q -e ".[dev]"
+        echo "$want" > "$stamp"
+    fi
+}
+
+setup_postgres() {
+    if ! compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" > /dev/null; then
+        step "installing PostgreSQL"
+        # No system-wide "main" cluster: the tests run their own, private one (postgres.sh).
+        as_root mkdir -p /etc/postgresql-common
+        echo "create_main_cluster = false" | as_root tee /etc/postgresql-common/createcluster.conf > /dev/null
+        as_root apt-get update -qq
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold postgresql > /dev/null
+    fi
+    step "starting PostgreSQL"
+    trap '.ci/postgres.sh stop || true' EXIT
+    SLURM_ADVISOR_TEST_PG_URL=$(.ci/postgres.sh start)
+    export SLURM_ADVISOR_TEST_PG_URL
+}
+
+setup_python
+setup_postgres
+step "ruff"
+"$VENV/bin/ruff" check -q slurm_advisor tests benchmarks
+step "pytest"
+"$VENV/bin/pytest" -q "$@"
