@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slurm_advisor.domain.job import Job, Role
 from slurm_advisor.domain.resources import Resources
@@ -20,6 +20,14 @@ class Placement:
 
     job_id: str
     tasks: tuple[TaskAssignment, ...]
+    # Derived once: speed models and schedulers ask for these on every event.
+    _per_node: tuple[tuple[str, int, int], ...] = field(init=False, repr=False, compare=False, default=())
+
+    def __post_init__(self) -> None:
+        counts: dict[str, list[int]] = {}
+        for t in self.tasks:
+            counts.setdefault(t.node, [0, 0])[0 if t.role is Role.PS else 1] += 1
+        object.__setattr__(self, "_per_node", tuple((n, c[0], c[1]) for n, c in counts.items()))
 
     @classmethod
     def of(cls, job: Job, nodes: list[str] | tuple[str, ...]) -> Placement:
@@ -30,17 +38,18 @@ class Placement:
 
     def nodes(self) -> tuple[str, ...]:
         """Distinct nodes in first-use order."""
-        return tuple(dict.fromkeys(t.node for t in self.tasks))
+        return tuple(n for n, _, _ in self._per_node)
+
+    def per_node(self) -> tuple[tuple[str, int, int], ...]:
+        """(node, PS tasks, worker tasks) for each distinct node, in first-use order."""
+        return self._per_node
 
     def count(self, node: str, role: Role | None = None) -> int:
         return sum(1 for t in self.tasks if t.node == node and (role is None or t.role is role))
 
     def role_counts(self) -> dict[str, Counter]:
         """node -> Counter({Role.PS: n, Role.WORKER: m})."""
-        out: dict[str, Counter] = {}
-        for t in self.tasks:
-            out.setdefault(t.node, Counter())[t.role] += 1
-        return out
+        return {n: Counter({Role.PS: ps, Role.WORKER: w}) for n, ps, w in self._per_node}
 
     def demand_per_node(self, job: Job) -> dict[str, Resources]:
         out: dict[str, Resources] = {}

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import tomllib
+from importlib.resources import files
 from pathlib import Path
 
 from slurm_advisor.domain import Node
@@ -19,6 +20,7 @@ from slurm_advisor.errors import InputError
 
 _KEYS = {"prefix", "count", "cpus", "gpus", "mem_mb", "switch", "features", "start"}
 _REQUIRED = ("prefix", "count", "cpus", "gpus", "mem_mb")
+DEFAULT_CLUSTER = "default_cluster.toml"
 
 
 def read_cluster(path: str | Path) -> tuple[Node, ...]:
@@ -76,3 +78,9 @@ def _parse_group(group: dict, where: str) -> list[Node]:
     width = max(2, len(str(start + count - 1)))
     return [Node(f"{group['prefix']}{i:0{width}d}", group["cpus"], group["gpus"], group["mem_mb"],
                  switch, frozenset(features)) for i in range(start, start + count)]
+
+
+def default_cluster() -> tuple[Node, ...]:
+    """The cluster shipped with the package (``data/default_cluster.toml``): 8 nodes x 8 GPUs."""
+    resource = files("slurm_advisor") / "data" / DEFAULT_CLUSTER
+    return parse_cluster(tomllib.loads(resource.read_text()), f"<package>/data/{DEFAULT_CLUSTER}")

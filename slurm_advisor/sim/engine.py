@@ -66,6 +66,9 @@ class Simulation:
         self.fallbacks = 0
         self._free = self.snapshot.total_capacity()  # cluster-wide free, kept incrementally
         self._expected_runtime: dict[str, float] = {}
+        self._unplaceable: set[tuple] = set()  # job shapes that found no room since the last finish
+        self._freed = True          # a job finished since the last scheduling pass
+        self._fresh: set[str] = set()  # jobs that arrived since the last scheduling pass
 
     def _admissible(self, jobs: Sequence[Job]) -> tuple[list[Job], tuple[str, ...]]:
         """Jobs that could run on the empty cluster; the rest are reported, not simulated."""
@@ -89,6 +92,7 @@ class Simulation:
                 _, kind, _, job_id, version = heapq.heappop(self._events)
                 if kind == _ARRIVE:
                     self._queue.append(by_id[job_id])
+                    self._fresh.add(job_id)
                 elif self._progress.get(job_id) and self._progress[job_id].version == version:
                     touched |= self._finish(job_id, now)
             touched |= self._schedule(now)
@@ -104,6 +108,8 @@ class Simulation:
     # -- finishing -------------------------------------------------------------------------
     def _finish(self, job_id: str, now: float) -> set[str]:
         prog = self._progress.pop(job_id)
+        self._unplaceable.clear()
+        self._freed = True
         self._account(prog, now)
         rj = prog.running
         neighbours = self._neighbours(rj)
@@ -127,20 +133,32 @@ class Simulation:
     # -- scheduling ------------------------------------------------------------------------
     def _schedule(self, now: float) -> set[str]:
         touched: set[str] = set()
-        reservation: Reservation | None = None
-        for job in list(self._queue[:self.backfill_depth]):
+        reservation: _LazyReservation | None = None
+        candidates = self._queue[:self.backfill_depth]
+        if not self._freed and self._queue and self._queue[0].id not in self._fresh:
+            # Nothing finished since the last pass: every job seen then is still stuck (free
+            # capacity only shrank, shadow times only moved later), so only arrivals are tried.
+            reservation = _LazyReservation(lambda head=self._queue[0]: self._reserve(head))
+            candidates = [j for j in candidates if j.id in self._fresh]
+        self._freed, self._fresh = False, set()
+        for job in list(candidates):
             if not job.total_demand().fits_in(self._free_total()):
                 if reservation is None:
-                    reservation = self._reserve(job)
+                    reservation = _LazyReservation(lambda head=job: self._reserve(head))
                 continue
             if reservation is not None and not reservation.admits(
                     job, now, self._expected(job)):
                 continue
-            placement = self._advise(job, now)
+            shape = (job.num_ps, job.num_workers, job.ps_demand, job.worker_demand)
+            placement = None if shape in self._unplaceable else self._advise(job, now)
             if placement is not None:
                 touched |= self._start(job, placement, now)
-            elif reservation is None:
-                reservation = self._reserve(job)
+                continue
+            # Free capacity only shrinks until a job finishes: a shape that found no room now
+            # finds none before then, so it is not offered to the policy again until then.
+            self._unplaceable.add(shape)
+            if reservation is None:
+                reservation = _LazyReservation(lambda head=job: self._reserve(head))
         return touched
 
     def _advise(self, job: Job, now: float) -> Placement | None:
@@ -179,8 +197,15 @@ class Simulation:
         touched = {j for j in touched if j in self._progress}
         if not touched:
             return
-        speeds = self.truth.speeds(self.snapshot.nodes, self.snapshot.running,
-                                   touched if self.truth.local else None)
+        if self.truth.local:
+            # A local model looks only at the tasks sharing each job's nodes: pass just those.
+            context = set(touched)
+            for job_id in touched:
+                context |= self._neighbours(self._progress[job_id].running)
+            running = [self._progress[j].running for j in sorted(context)]
+            speeds = self.truth.speeds(self.snapshot.nodes, running, touched)
+        else:
+            speeds = self.truth.speeds(self.snapshot.nodes, self.snapshot.running, None)
         for job_id in sorted(touched):
             prog = self._progress[job_id]
             self._account(prog, now)
@@ -206,3 +231,16 @@ class Simulation:
         if self.sample_noise > 0:
             speed *= float(np.exp(self.noise_rng.normal(0.0, self.sample_noise)))
         return SpeedSample(now, rj, neighbours, nodes, speed)
+
+
+class _LazyReservation:
+    """The head job's reservation, computed only if a later job asks to backfill."""
+
+    def __init__(self, compute: Callable[[], Reservation]):
+        self._compute = compute
+        self._value: Reservation | None = None
+
+    def admits(self, job: Job, now: float, expected_runtime: float) -> bool:
+        if self._value is None:
+            self._value = self._compute()
+        return self._value.admits(job, now, expected_runtime)

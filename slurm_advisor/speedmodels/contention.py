@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from slurm_advisor.domain import Node, Role, RunningJob
 from slurm_advisor.domain.jobtypes import JobTypeProfile, profile_for, reference_speed
-from slurm_advisor.speedmodels.base import ColocationIndex, select
+from slurm_advisor.speedmodels.base import select
 
 
 @dataclass(frozen=True)
@@ -50,14 +50,14 @@ class ContentionSpeedModel:
     def __init__(self, params: ContentionParams | None = None):
         self.p = params or ContentionParams()
         self._profiles: dict[tuple, JobTypeProfile] = {}
+        self._usages: dict[tuple, tuple[float, float, float]] = {}
 
     def speeds(self, nodes: Sequence[Node], running: Sequence[RunningJob],
                only: Collection[str] | None = None) -> dict[str, float]:
-        index = ColocationIndex(running)
         switch_of = {n.name: n.switch for n in nodes}
-        load = self._node_loads(index)
+        load = self._node_loads(running)
         nic_users = _nic_users(running)
-        return {rj.job.id: 1.0 / self._iteration_time(rj, index, load, nic_users, switch_of)
+        return {rj.job.id: 1.0 / self._iteration_time(rj, load, nic_users, switch_of)
                 for rj in select(running, only)}
 
     def profile(self, rj: RunningJob) -> JobTypeProfile:
@@ -67,21 +67,29 @@ class ContentionSpeedModel:
             self._profiles[key] = profile_for(job.type, job.model_size_mb, job.batch_size)
         return self._profiles[key]
 
-    def _node_loads(self, index: ColocationIndex) -> dict[str, tuple[float, float, float]]:
-        loads = {}
-        for node, tasks in index.tasks_on.items():
-            cpu = mem = pcie = 0.0
-            for rj, role in tasks:
-                u = self._usage(rj, role)
-                cpu, mem, pcie = cpu + u[0], mem + u[1], pcie + u[2]
-            loads[node] = (cpu, mem, pcie)
+    def _node_loads(self, running: Sequence[RunningJob]) -> dict[str, tuple[float, float, float]]:
+        """Summed CPU, memory-bandwidth and PCIe use of all tasks on each node."""
+        loads: dict[str, tuple[float, float, float]] = {}
+        for rj in running:
+            ps_u, w_u = self._usage(rj, Role.PS), self._usage(rj, Role.WORKER)
+            for node, n_ps, n_w in rj.placement.per_node():
+                c, m, p = loads.get(node, (0.0, 0.0, 0.0))
+                loads[node] = (c + n_ps * ps_u[0] + n_w * w_u[0], m + n_ps * ps_u[1] + n_w * w_u[1],
+                               p + n_ps * ps_u[2] + n_w * w_u[2])
         return loads
 
     def _usage(self, rj: RunningJob, role: Role) -> tuple[float, float, float]:
-        prof = self.profile(rj)
-        if role is Role.PS:  # a PS is CPU and memory-bandwidth work, no GPU traffic
-            return (0.5 * prof.cpu + 0.05, prof.membw, 0.0)
-        return (prof.cpu, prof.membw, prof.pcie)
+        job = rj.job
+        key = (job.type, job.model_size_mb, job.batch_size, role)
+        usage = self._usages.get(key)
+        if usage is None:
+            prof = self.profile(rj)
+            if role is Role.PS:  # a PS is CPU and memory-bandwidth work, no GPU traffic
+                usage = (0.5 * prof.cpu + 0.05, prof.membw, 0.0)
+            else:
+                usage = (prof.cpu, prof.membw, prof.pcie)
+            self._usages[key] = usage
+        return usage
 
     def _interference(self, rj: RunningJob, role: Role, node: str,
                       load: dict[str, tuple[float, float, float]]) -> float:
@@ -92,18 +100,16 @@ class ContentionSpeedModel:
         slow = 1.0 + p.k_cpu * u[0] * others[0] + p.k_membw * u[1] * others[1] + p.k_pcie * u[2] * others[2]
         return slow * max(1.0, total[0])
 
-    def _iteration_time(self, rj: RunningJob, index: ColocationIndex, load, nic_users,
-                        switch_of: dict[str, str | None]) -> float:
+    def _iteration_time(self, rj: RunningJob, load, nic_users, switch_of: dict[str, str | None]) -> float:
         prof = self.profile(rj)
         compute = 1.0 / reference_speed(prof)
         worst = 0.0
         ps_worst = 0.0
-        for t in rj.placement.tasks:
-            f = self._interference(rj, t.role, t.node, load)
-            if t.role is Role.WORKER:
-                worst = max(worst, compute * f)
-            else:
-                ps_worst = max(ps_worst, f)
+        for node, n_ps, n_w in rj.placement.per_node():  # tasks of one role on a node are alike
+            if n_w:
+                worst = max(worst, compute * self._interference(rj, Role.WORKER, node, load))
+            if n_ps:
+                ps_worst = max(ps_worst, self._interference(rj, Role.PS, node, load))
         comm = self._comm_time(rj, prof, nic_users, switch_of)
         ps_update = 0.0
         if rj.job.num_ps:
