@@ -14,7 +14,7 @@ import torch
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Role, TaskAssignment
 from slurm_advisor.learned.features import CPU, GPU, MEM, FeatureSchema, NodeLoad, job_vector
-from slurm_advisor.learned.policy_net import PolicyNet
+from slurm_advisor.learned.policy_net import NumpyScorer, PolicyNet
 from slurm_advisor.policies.base import Policy
 
 
@@ -35,6 +35,7 @@ class LearnedPolicy:
     def __init__(self, net: PolicyNet, schema: FeatureSchema, *, mode: str = "greedy",
                  explorers: tuple[Policy, ...] = (), explore_prob: float = 0.0):
         self.net, self.schema, self.mode = net, schema, mode
+        self.scorer = NumpyScorer(net)
         self.explorers, self.explore_prob = explorers, explore_prob
         self.decisions: list[Decision] | None = [] if mode == "sample" else None
 
@@ -69,14 +70,12 @@ class LearnedPolicy:
         placed = heuristic.place(snapshot, job, rng)
         return placed if placed is not None else None
 
-    @torch.no_grad()
     def _choose(self, nodes, glob, mask, rng: np.random.Generator) -> int:
-        logits, _ = self.net(torch.from_numpy(nodes)[None], torch.from_numpy(glob)[None],
-                             torch.from_numpy(mask)[None])
+        logits = self.scorer.logits(nodes, glob, mask).astype(np.float64)
         if self.mode == "greedy":
-            return int(torch.argmax(logits[0]))
-        probs = torch.softmax(logits[0], dim=0).double().numpy()
-        return int(rng.choice(len(probs), p=probs / probs.sum()))
+            return int(np.argmax(logits))
+        z = np.exp(logits - logits.max())
+        return int(rng.choice(len(z), p=z / z.sum()))
 
     @torch.no_grad()
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:

@@ -7,6 +7,7 @@ refused with a message that says which versions differ.
 from __future__ import annotations
 
 import json
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +69,6 @@ def load(directory: Path | None = None) -> Checkpoint:
         try:
             state = torch.load(directory / name, weights_only=True)
             net.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
-        except (FileNotFoundError, RuntimeError) as e:
+        except (OSError, RuntimeError, pickle.UnpicklingError, EOFError) as e:
             raise InputError(f"{directory / name}: cannot load weights: {str(e).splitlines()[0]}") from None
     return Checkpoint(policy.eval(), speed.eval(), schema, hyper, meta)

@@ -59,6 +59,7 @@ def run_demo(config: DemoConfig, model_dir: Path, log: Callable[[str], None] = p
     hp = config.hyper()
     log(f"cluster: {len(nodes)} nodes, {sum(n.gpus for n in nodes)} GPUs; traces: {config.jobs} training "
         f"and {config.jobs} test jobs ({MIX} mix, offered load {OFFERED_LOAD}); ground truth: {TRUTH}")
+    log(f"then {hp.rl_episodes} RL episodes of {hp.episode_jobs} jobs and the comparison: a few minutes")
     result = run_experiment(nodes, train_jobs, test_jobs, truth, model_dir, hp,
                             baselines=BASELINES, seed=config.seed, log=log)
     return DemoResult(config, nodes, hp, result)

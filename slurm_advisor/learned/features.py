@@ -111,17 +111,21 @@ class NodeLoad:
             self.add(rj)
 
     def add(self, rj: RunningJob) -> None:
-        nodes = rj.placement.nodes()
-        for t in rj.placement.tasks:
-            cap = self.capacity.get(t.node)
-            if cap is None:
+        per_node = rj.placement.per_node()
+        for node, n_ps, n_w in per_node:
+            if node not in self.capacity:
                 continue
-            self.usage[t.node] = self.usage.get(t.node, 0.0) + task_usage(rj, t.role, cap)
-            self.jobs.setdefault(t.node, set()).add(rj.job.id)
-            self.types.setdefault(t.node, []).append(rj.job.type)
-        if len(nodes) > 1:
-            for n in nodes:
-                self.spanning[n] = self.spanning.get(n, 0) + 1
+            self.usage[node] = self.usage.get(node, 0.0) + self.job_usage(rj, node, n_ps, n_w)
+            self.jobs.setdefault(node, set()).add(rj.job.id)
+            self.types.setdefault(node, []).extend([rj.job.type] * (n_ps + n_w))
+        if len(per_node) > 1:
+            for node, _, _ in per_node:
+                self.spanning[node] = self.spanning.get(node, 0) + 1
+
+    def job_usage(self, rj: RunningJob, node: str, n_ps: int, n_w: int) -> np.ndarray:
+        cap = self.capacity[node]
+        usage = n_w * task_usage(rj, Role.WORKER, cap)
+        return usage + n_ps * task_usage(rj, Role.PS, cap) if n_ps else usage
 
     def others(self, node: str, exclude: RunningJob | None = None) -> np.ndarray:
         """[usage(6), jobs/4, NIC sharers/4] on ``node`` of every job but ``exclude``."""
@@ -129,12 +133,11 @@ class NodeLoad:
         jobs = len(self.jobs.get(node, ()))
         spanning = self.spanning.get(node, 0)
         if exclude is not None:
-            cap = self.capacity[node]
-            for t in exclude.placement.tasks:
-                if t.node == node:
-                    usage = usage - task_usage(exclude, t.role, cap)
-            jobs -= 1 if exclude.job.id in self.jobs.get(node, ()) else 0
-            spanning -= 1 if len(exclude.placement.nodes()) > 1 else 0
+            for n, n_ps, n_w in exclude.placement.per_node():
+                if n == node:
+                    usage = usage - self.job_usage(exclude, node, n_ps, n_w)
+                    jobs -= 1
+            spanning -= 1 if len(exclude.placement.per_node()) > 1 else 0
         out = np.empty(_OTHERS_DIM, dtype=np.float32)
         out[:6] = usage
         out[6], out[7] = jobs / 4.0, max(0, spanning) / 4.0

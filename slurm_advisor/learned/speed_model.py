@@ -15,6 +15,7 @@ from torch import nn
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, RunningJob, SpeedSample
 from slurm_advisor.learned.features import FeatureSchema, NodeLoad, sample_vector
 from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.learned.policy_net import layers_of, mlp_forward
 
 
 class SpeedNet(nn.Module):
@@ -97,8 +98,8 @@ class LearnedSpeedModel:
 
     def __init__(self, net: SpeedNet, schema: FeatureSchema):
         self.net, self.schema = net.eval(), schema
+        self._layers = layers_of(net.body)  # numpy copy of the weights: the net is fixed once fitted
 
-    @torch.no_grad()
     def speeds(self, nodes: Sequence[Node], running: Sequence[RunningJob],
                only: Collection[str] | None = None) -> dict[str, float]:
         targets = [rj for rj in running if only is None or rj.job.id in only]
@@ -106,8 +107,8 @@ class LearnedSpeedModel:
             return {}
         load = NodeLoad(nodes, running)
         switch_of = {n.name: n.switch for n in nodes}
-        x = torch.tensor(np.stack([_features(rj, load, switch_of, self.schema) for rj in targets]))
-        pred = torch.exp(self.net(x)).tolist()
+        x = np.stack([_features(rj, load, switch_of, self.schema) for rj in targets])
+        pred = np.exp(mlp_forward(x, self._layers, relu_last=False)[:, 0]).tolist()
         return {rj.job.id: max(1e-9, s) for rj, s in zip(targets, pred)}
 
     def predict(self, snapshot: ClusterSnapshot, job: Job, placement: Placement) -> float:

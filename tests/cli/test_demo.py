@@ -1,0 +1,45 @@
+"""`slurm-advisor demo`, the README's first command, end to end on the smallest budget."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from slurm_advisor.cli import main
+from slurm_advisor.learned.demo import BASELINES
+
+if "demo" not in main.cli.commands:
+    main._register()
+
+
+def test_demo_trains_compares_and_writes_results(tmp_path: Path) -> None:
+    out = tmp_path / "demo-out"
+    result = CliRunner().invoke(main.cli, ["demo", "--out", str(out), "--episodes", "1", "--jobs", "40"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["policy", "avg_jct"])
+    rows = [line.split()[0] for line in lines[head + 2: head + 2 + len(BASELINES) + 1]]
+    assert rows == [*BASELINES, "learned"]
+    assert "speed model: mean absolute percentage error" in result.stdout
+
+    assert (out / "jct_cdf.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    data = json.loads((out / "results.json").read_text())
+    assert list(data["policies"]) == [*BASELINES, "learned"]
+    assert all(s["jobs"] == 40 - s["skipped"] for s in data["policies"].values())
+    assert data["cluster"] == {"nodes": 8, "gpus": 64}
+    assert data["hyper"]["rl_episodes"] == 1 and 0 < data["speed_mape_unseen"] < 10
+    assert {p.name for p in (out / "model" / "learned").iterdir()} == {"meta.json", "policy.pt", "speed.pt"}
+
+
+def test_demo_rejects_a_zero_budget(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main.cli, ["demo", "--out", str(tmp_path), "--episodes", "0"])
+    assert result.exit_code == 2 and "--episodes" in result.output
+
+
+def test_default_cluster_is_shipped_with_the_package() -> None:
+    from slurm_advisor.sim.clusterfile import default_cluster
+
+    nodes = default_cluster()
+    assert len(nodes) == 8 and {(n.cpus, n.gpus, n.mem_mb) for n in nodes} == {(48, 8, 384_000)}
+    assert len({n.switch for n in nodes}) == 2

@@ -1,0 +1,66 @@
+"""`slurm-advisor train --from-db` on a store recorded by `simulate --record-to`, in-process."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from slurm_advisor.cli import main
+from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+from slurm_advisor.sim.trace import write_trace
+
+CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "16x8.toml"
+
+if "train" not in main.cli.commands:
+    main._register()
+
+
+def run(*args: str):
+    return CliRunner().invoke(main.cli, list(args))
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> tuple[Path, Path]:
+    """A training trace and a SQLite store with the speeds two policies logged on it."""
+    work = tmp_path_factory.mktemp("train")
+    trace, db = work / "train.csv", work / "samples.db"
+    write_trace(trace, synthetic_jobs(40, seed=3, mix="large", arrival_rate_per_h=3.0))
+    result = run("simulate", "--cluster", str(CLUSTER), "--trace", str(trace),
+                 "--policy", "slurm-default,random", "--record-to", str(db))
+    assert result.exit_code == 0, result.output
+    return trace, db
+
+
+def test_train_writes_a_model_directory(recorded, tmp_path: Path) -> None:
+    trace, db = recorded
+    out = tmp_path / "model"
+    result = run("train", "--from-db", str(db), "--cluster", str(CLUSTER), "--trace", str(trace),
+                 "--out", str(out), "--episodes", "1", "--episode-jobs", "20")
+    assert result.exit_code == 0, result.output
+    assert {p.name for p in out.iterdir()} == {"meta.json", "policy.pt", "speed.pt", "learning_curve.png"}
+    assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["hyper"]["rl_episodes"] == 1 and meta["hyper"]["episode_jobs"] == 20
+    assert [c["episode"] for c in meta["curve"]] == [0, 1]
+    assert meta["trained_on"]["samples"] > 20 and meta["trained_on"]["jobs"] == 40
+    assert f"model written to {out}" in result.stdout
+    # The model it wrote is what `simulate --policy learned --model` runs.
+    sim = run("simulate", "--cluster", str(CLUSTER), "--trace", str(trace), "--policy", "learned",
+              "--model", str(out), "--json")
+    assert sim.exit_code == 0, sim.output
+    assert json.loads(sim.stdout)["learned"]["jobs"] == 40
+
+
+def test_empty_store_is_one_error_line(recorded, tmp_path: Path) -> None:
+    trace, _ = recorded
+    empty = tmp_path / "empty.db"
+    result = run("train", "--from-db", str(empty), "--cluster", str(CLUSTER), "--trace", str(trace),
+                 "--out", str(tmp_path / "model"))
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert "only 0 speed samples" in lines[0] and "--record-to" in lines[0]
+    assert not (tmp_path / "model").exists()

@@ -1,0 +1,89 @@
+"""Training end to end on a tiny budget: it runs, learns something, and deploys as `learned`."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from slurm_advisor.domain import ClusterSnapshot
+from slurm_advisor.learned import checkpoint
+from slurm_advisor.learned.agent import LearnedPolicy
+from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.learned.train import TEACHERS, Ablation, train, window
+from slurm_advisor.policies import PolicyContext, make_policy
+
+HP = replace(Hyper(seed=1), speed_epochs=10, speed_hidden=32, hidden=16, warm_episodes=1, warm_epochs=8,
+             rl_episodes=3, episode_jobs=20, updates_per_episode=2, minibatch=64)
+
+
+@pytest.fixture(scope="module")
+def trained(samples, small_nodes, small_jobs):
+    lines: list[str] = []
+    report = train(samples, small_nodes, small_jobs, HP, log=lines.append)
+    return report, lines
+
+
+def test_warm_start_imitation_loss_falls(trained) -> None:
+    _, lines = trained
+    warm = next(line for line in lines if line.startswith("warm start"))
+    first, last = map(float, re.search(r"loss ([\d.]+) -> ([\d.]+)", warm).groups())
+    assert last < first
+
+
+def test_curve_has_one_point_per_episode_plus_the_start(trained) -> None:
+    report, _ = trained
+    assert [c["episode"] for c in report.curve] == list(range(HP.rl_episodes + 1))
+    assert report.curve[0]["episode_jct"] is None
+    for point in report.curve[1:]:
+        assert point["validation_jct"] > 0 and point["episode_jct"] > 0
+        assert {"actor", "critic", "entropy"} <= set(point)
+    assert report.best_validation_jct == min(c["validation_jct"] for c in report.curve)
+
+
+def test_report_names_a_teacher_and_a_fitted_speed_model(trained, samples) -> None:
+    report, lines = trained
+    assert report.teacher in TEACHERS and set(report.teacher_scores) == set(TEACHERS)
+    assert report.teacher_scores[report.teacher] == min(report.teacher_scores.values())
+    assert report.speed_metrics["samples"] == len(samples)
+    assert math.isfinite(report.speed_metrics["holdout_mape"])
+    assert report.seconds > 0 and any(line.startswith("speed model") for line in lines)
+
+
+def test_trained_policy_loads_as_learned(trained, tmp_path: Path, small_nodes, small_jobs) -> None:
+    report, _ = trained
+    directory = checkpoint.save(tmp_path / "m", report.policy, report.speed, report.schema, HP, {})
+    policy = make_policy("learned", PolicyContext(model_dir=directory))
+    assert isinstance(policy, LearnedPolicy) and policy.name == "learned" and policy.mode == "greedy"
+    snap = ClusterSnapshot.empty(small_nodes)
+    for job in small_jobs[:10]:
+        placement = policy.place(snap, job, np.random.default_rng(0))
+        if placement is not None:
+            assert snap.fits(job, placement)
+            snap = snap.with_job(job, placement)
+    assert snap.running  # it placed something
+
+
+def test_same_seed_same_training(samples, small_nodes, small_jobs, trained) -> None:
+    report, _ = trained
+    again = train(samples, small_nodes, small_jobs, replace(HP, rl_episodes=1), log=lambda _: None)
+    assert again.speed_metrics == report.speed_metrics and again.teacher_scores == report.teacher_scores
+    assert again.curve[:2] == report.curve[:2]  # the same start and the same first episode
+
+
+def test_ablations_run(samples, small_nodes, small_jobs) -> None:
+    ablation = Ablation(replay=False, exploration=False, warm_start=False)
+    report = train(samples, small_nodes, small_jobs, replace(HP, rl_episodes=1), ablation, log=lambda _: None)
+    assert len(report.curve) == 2
+    assert all(torch.isfinite(p).all() for p in report.policy.parameters())
+
+
+def test_window_shifts_submit_times_to_zero(small_jobs) -> None:
+    part = window(small_jobs, 5, 10)
+    assert [j.id for j in part] == [j.id for j in small_jobs[5:15]]
+    assert part[0].submit_time == 0.0
+    assert part[3].submit_time == small_jobs[8].submit_time - small_jobs[5].submit_time
