@@ -22,12 +22,14 @@ class Placement:
     tasks: tuple[TaskAssignment, ...]
     # Derived once: speed models and schedulers ask for these on every event.
     _per_node: tuple[tuple[str, int, int], ...] = field(init=False, repr=False, compare=False, default=())
+    _nodes: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self) -> None:
         counts: dict[str, list[int]] = {}
         for t in self.tasks:
             counts.setdefault(t.node, [0, 0])[0 if t.role is Role.PS else 1] += 1
         object.__setattr__(self, "_per_node", tuple((n, c[0], c[1]) for n, c in counts.items()))
+        object.__setattr__(self, "_nodes", tuple(counts))
 
     @classmethod
     def of(cls, job: Job, nodes: list[str] | tuple[str, ...]) -> Placement:
@@ -38,7 +40,7 @@ class Placement:
 
     def nodes(self) -> tuple[str, ...]:
         """Distinct nodes in first-use order."""
-        return tuple(n for n, _, _ in self._per_node)
+        return self._nodes
 
     def per_node(self) -> tuple[tuple[str, int, int], ...]:
         """(node, PS tasks, worker tasks) for each distinct node, in first-use order."""

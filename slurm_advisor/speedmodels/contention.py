@@ -120,8 +120,8 @@ class ContentionSpeedModel:
     def _comm_time(self, rj: RunningJob, prof: JobTypeProfile, nic_users: dict[str, int],
                    switch_of: dict[str, str | None]) -> float:
         model_gbit = prof.model_size_mb * 8.0 / 1000.0
-        per_node = rj.placement.role_counts()
-        crosses_switch = len({switch_of.get(n) for n in per_node}) > 1
+        per_node = rj.placement.per_node()  # (node, PS tasks, worker tasks)
+        crosses_switch = len(per_node) > 1 and len({switch_of.get(n) for n, _, _ in per_node}) > 1
         nic = self.p.nic_gbps * (self.p.cross_switch_factor if crosses_switch else 1.0)
         if rj.job.num_ps:
             return self._ps_comm(rj, model_gbit, per_node, nic, nic_users)
@@ -132,8 +132,7 @@ class ContentionSpeedModel:
         pair_gbit = 2.0 * model_gbit / rj.job.num_ps
         n_ps, n_w = rj.job.num_ps, rj.job.num_workers
         worst_nic = worst_local = 0.0
-        for node, c in per_node.items():
-            ps_here, w_here = c[Role.PS], c[Role.WORKER]
+        for node, ps_here, w_here in per_node:
             remote = ps_here * (n_w - w_here) + w_here * (n_ps - ps_here)
             local = ps_here * w_here
             worst_nic = max(worst_nic, remote * pair_gbit / (nic / max(1, nic_users.get(node, 1))))
@@ -146,11 +145,11 @@ class ContentionSpeedModel:
         if n_w == 1:
             return 0.0
         g = len(per_node)
-        most_local = max(c[Role.WORKER] for c in per_node.values())
+        most_local = max(w for _, _, w in per_node)
         local = 2.0 * (most_local - 1) / max(1, most_local) * model_gbit / self.p.intra_node_gbps
         if g == 1:
             return local
-        share = min(nic / max(1, nic_users.get(node, 1)) for node in per_node)
+        share = min(nic / max(1, nic_users.get(node, 1)) for node, _, _ in per_node)
         return local + 2.0 * (g - 1) / g * model_gbit / share
 
 
@@ -158,8 +157,8 @@ def _nic_users(running: Sequence[RunningJob]) -> dict[str, int]:
     """How many jobs send traffic through each node's NIC (jobs spanning more than one node)."""
     users: dict[str, int] = {}
     for rj in running:
-        nodes = rj.placement.nodes()
-        if len(nodes) > 1:
-            for n in nodes:
+        per_node = rj.placement.per_node()
+        if len(per_node) > 1:
+            for n, _, _ in per_node:
                 users[n] = users.get(n, 0) + 1
     return users
