@@ -42,8 +42,8 @@ def workloads(quick: bool) -> dict:
                    philly_jobs(SHARED / "philly" / "philly_jobs.csv.gz", start_s=30 * day, duration_s=2 * day,
                                max_jobs=n, time_scale=4.0, seed=2)),
         # Larger jobs that must span nodes (4-16 workers, PS and all-reduce).
-        "large": (synthetic_jobs(n, seed=11, mix="large", arrival_rate_per_h=2.5),
-                  synthetic_jobs(n, seed=12, mix="large", arrival_rate_per_h=2.5)),
+        "large": (synthetic_jobs(n, seed=11, mix="large", arrival_rate_per_h=1.2),
+                  synthetic_jobs(n, seed=12, mix="large", arrival_rate_per_h=1.2)),
     }
 
 

@@ -9,8 +9,8 @@ import click
 @click.command()
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("demo-out"),
               show_default=True, help="Directory for results.json, the JCT CDF plot and the model.")
-@click.option("--episodes", type=click.IntRange(min=1), default=40, show_default=True,
-              help="RL episodes after the warm start (40 take a few minutes on two cores).")
+@click.option("--episodes", type=click.IntRange(min=1), default=100, show_default=True,
+              help="RL episodes after the warm start (100: about 2-3 minutes in all on two cores).")
 @click.option("--jobs", type=click.IntRange(min=20), default=120, show_default=True,
               help="Jobs in each of the training and test traces.")
 @click.option("--seed", default=0, show_default=True, help="Seeds the traces, simulations and training.")

@@ -33,7 +33,7 @@ OFFERED_LOAD = 0.6
 
 @dataclass(frozen=True)
 class DemoConfig:
-    episodes: int = 40   # RL episodes after the warm start
+    episodes: int = 100  # RL episodes after the warm start
     jobs: int = 120      # jobs in each of the training and test traces
     seed: int = 0        # seeds the traces, the simulations and the training
 

@@ -22,15 +22,32 @@ from slurm_advisor.learned.policy_net import PolicyNet
 
 def discounted_returns(decision_times: np.ndarray, progress: Sequence[tuple[str, float, float, float]],
                        gamma: float, interval: float) -> np.ndarray:
-    """G(t) = integral over s >= t of gamma^((s - t)/interval) * (progress rate at s) ds / interval."""
+    """Harmony's return: G(t) = integral over s >= t of gamma^((s - t)/interval) times the summed
+    progress rate (fraction of each job's work per interval) of the running jobs at s."""
     if not len(progress):
         return np.zeros(len(decision_times))
     seg = np.array([(t0, t1, f) for _, t0, t1, f in progress], dtype=np.float64)
-    t0, t1, frac = seg[:, 0], seg[:, 1], seg[:, 2]
-    rate = frac / np.maximum(t1 - t0, 1e-9)            # fraction of the job per second
-    k = math.log(1.0 / gamma) / interval                # decay per second
-    t = decision_times[:, None]
-    start = np.maximum(t0[None, :], t)                  # only what happens after the decision
+    rate = seg[:, 2] / np.maximum(seg[:, 1] - seg[:, 0], 1e-9) * interval
+    return _discounted_integral(decision_times, seg[:, 0], seg[:, 1], rate, gamma, interval)
+
+
+def jobs_in_system_returns(decision_times: np.ndarray, spans: Sequence[tuple[float, float]],
+                           gamma: float, interval: float) -> np.ndarray:
+    """Little's law: the sum of JCTs is the integral of the number of jobs in the system, so
+    G(t) = -(discounted jobs-in-system from t on) tracks average JCT directly."""
+    if not len(spans):
+        return np.zeros(len(decision_times))
+    arr = np.array(spans, dtype=np.float64)
+    return -_discounted_integral(decision_times, arr[:, 0], arr[:, 1], np.ones(len(arr)), gamma, interval)
+
+
+def _discounted_integral(times: np.ndarray, t0: np.ndarray, t1: np.ndarray, rate: np.ndarray,
+                         gamma: float, interval: float) -> np.ndarray:
+    """For each t: sum over segments of the integral of rate * gamma^((s - t)/interval) ds / interval
+    over the part of [t0, t1] after t (continuous discounting: no binning into intervals)."""
+    k = math.log(1.0 / gamma) / interval  # decay per second
+    t = times[:, None]
+    start = np.maximum(t0[None, :], t)
     live = t1[None, :] > start
     integral = (np.exp(-k * (start - t)) - np.exp(-k * (t1[None, :] - t))) / k
     return (np.where(live, integral, 0.0) * rate[None, :]).sum(1) / interval

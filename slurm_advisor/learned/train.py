@@ -20,7 +20,13 @@ from slurm_advisor.learned.agent import Decision, LearnedPolicy
 from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.policy_net import PolicyNet
-from slurm_advisor.learned.rl import Replay, actor_critic_step, discounted_returns, imitation_step
+from slurm_advisor.learned.rl import (
+    Replay,
+    actor_critic_step,
+    discounted_returns,
+    imitation_step,
+    jobs_in_system_returns,
+)
 from slurm_advisor.learned.speed_model import LearnedSpeedModel, SpeedNet, fit_speed_model
 from slurm_advisor.policies import make_policy
 from slurm_advisor.policies.base import Policy
@@ -88,6 +94,9 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
     if ablation.warm_start:
         _warm_start(net, episodes, make_policy(teacher), hp, log)
     _reinforce(net, episodes, validation, teacher, ablation, report, bar)
+    curve = " ".join(f"{c['validation_jct'] / 3600:.1f}" for c in report.curve)
+    log(f"validation avg JCT (h) by episode: {curve}; kept {report.best_validation_jct / 3600:.1f} "
+        f"(teacher {scores[teacher] / 3600:.1f})")
     report.seconds = time.time() - started
     return report
 
@@ -109,7 +118,11 @@ class _Episodes:
         policy = LearnedPolicy(net, self.schema, mode="sample", explorers=explorers, explore_prob=explore_prob)
         result = simulate(self.nodes, jobs, policy, self.fitted, int(self.rng.integers(1 << 30)), log_progress=True)
         times = np.array([d.time for d in policy.decisions])
-        returns = discounted_returns(times, result.progress, self.hp.gamma, self.hp.reward_interval_s)
+        if self.hp.reward == "jobs-in-system":
+            spans = [(r.submit, r.end) for r in result.records]
+            returns = jobs_in_system_returns(times, spans, self.hp.gamma, self.hp.reward_interval_s)
+        else:
+            returns = discounted_returns(times, result.progress, self.hp.gamma, self.hp.reward_interval_s)
         if self.return_scale is None:  # fixed once so that returns stay comparable across episodes
             self.return_scale = float(np.mean(np.abs(returns))) or 1.0
         return policy.decisions, returns / self.return_scale, avg_jct(result)

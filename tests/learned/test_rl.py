@@ -132,3 +132,21 @@ def test_actor_critic_raises_the_probability_of_good_actions() -> None:
     for _ in range(20):
         actor_critic_step(net, opt, batch, entropy_weight=0.0, value_weight=0.5)
     assert prob() > start + 0.2
+
+
+def test_jobs_in_system_return_is_minus_discounted_waiting() -> None:
+    from slurm_advisor.learned.rl import jobs_in_system_returns
+    # One job in the system over [0, 1], gamma 0.5 per 1 s: G(0) = -(1 - 0.5) / ln 2.
+    g = jobs_in_system_returns(np.array([0.0, 2.0]), [(0.0, 1.0)], 0.5, 1.0)
+    np.testing.assert_allclose(g, [-0.5 / math.log(2), 0.0], rtol=1e-9)
+    # a job that finishes sooner costs less
+    sooner = jobs_in_system_returns(np.array([0.0]), [(0.0, 1.0)], 0.5, 1.0)
+    later = jobs_in_system_returns(np.array([0.0]), [(0.0, 3.0)], 0.5, 1.0)
+    assert later[0] < sooner[0] < 0
+
+
+def test_progress_return_counts_per_interval_not_per_second() -> None:
+    # The same work over the same hours gives the same return whatever the time unit.
+    hours = returns([0.0], [("a", 0.0, 2.0, 1.0)], gamma=0.9, interval=1.0)
+    seconds = returns([0.0], [("a", 0.0, 7200.0, 1.0)], gamma=0.9, interval=3600.0)
+    np.testing.assert_allclose(hours, seconds, rtol=1e-9)
