@@ -22,8 +22,8 @@ from slurm_advisor.learned.speed_model import LearnedSpeedModel, fit_speed_model
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from placement_quality import REPO, truths  # noqa: E402  (benchmarks share their settings)
+# Run as a script, this folder is on sys.path: the benchmarks share their settings.
+from placement_quality import REPO, truths
 
 
 def main(argv=None) -> int:

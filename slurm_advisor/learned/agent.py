@@ -42,8 +42,6 @@ class LearnedPolicy:
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | None:
         state = _PlacementState(snapshot, job, self.schema)
         guide = self._explore(snapshot, job, rng)
-        if guide is False:
-            return None
         tasks: list[TaskAssignment] = []
         pending: list[Decision] = []
         for k, role in enumerate(job.roles()):
@@ -62,8 +60,9 @@ class LearnedPolicy:
             self.decisions.extend(pending)  # only decisions that produced a placement
         return Placement(job.id, tuple(tasks))
 
-    def _explore(self, snapshot, job, rng) -> Placement | None | bool:
-        """A heuristic's whole-job placement to follow, None to decide ourselves, False: no fit."""
+    def _explore(self, snapshot, job, rng) -> Placement | None:
+        """A heuristic's whole-job placement to follow, or None: the network decides (also when
+        the drawn heuristic finds no placement)."""
         if self.mode != "sample" or not self.explorers or rng.random() >= self.explore_prob:
             return None
         heuristic = self.explorers[int(rng.integers(len(self.explorers)))]

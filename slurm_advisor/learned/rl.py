@@ -45,11 +45,14 @@ def _discounted_integral(times: np.ndarray, t0: np.ndarray, t1: np.ndarray, rate
                          gamma: float, interval: float) -> np.ndarray:
     """For each t: sum over segments of the integral of rate * gamma^((s - t)/interval) ds / interval
     over the part of [t0, t1] after t (continuous discounting: no binning into intervals)."""
-    k = math.log(1.0 / gamma) / interval  # decay per second
     t = times[:, None]
     start = np.maximum(t0[None, :], t)
     live = t1[None, :] > start
-    integral = (np.exp(-k * (start - t)) - np.exp(-k * (t1[None, :] - t))) / k
+    if gamma >= 1.0:  # no discounting: the plain integral
+        integral = t1[None, :] - start
+    else:
+        k = math.log(1.0 / gamma) / interval  # decay per second
+        integral = (np.exp(-k * (start - t)) - np.exp(-k * (t1[None, :] - t))) / k
     return (np.where(live, integral, 0.0) * rate[None, :]).sum(1) / interval
 
 

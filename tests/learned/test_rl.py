@@ -150,3 +150,8 @@ def test_progress_return_counts_per_interval_not_per_second() -> None:
     hours = returns([0.0], [("a", 0.0, 2.0, 1.0)], gamma=0.9, interval=1.0)
     seconds = returns([0.0], [("a", 0.0, 7200.0, 1.0)], gamma=0.9, interval=3600.0)
     np.testing.assert_allclose(hours, seconds, rtol=1e-9)
+
+
+def test_no_discount_is_the_plain_integral() -> None:
+    g = returns([0.0, 0.5], [("a", 0.0, 1.0, 1.0)], gamma=1.0)
+    np.testing.assert_allclose(g, [1.0, 0.5], rtol=1e-9)
