@@ -15,15 +15,15 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+# Run as a script, this folder is on sys.path: the benchmarks share their settings.
+from placement_quality import REPO, truths
+
 from slurm_advisor.learned.experiment import RECORD_POLICIES, record
 from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.speed_model import LearnedSpeedModel, fit_speed_model
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
-
-# Run as a script, this folder is on sys.path: the benchmarks share their settings.
-from placement_quality import REPO, truths
 
 
 def main(argv=None) -> int:
