@@ -25,6 +25,7 @@ from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.converters.philly import philly_jobs
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.sim.report import plot_jct_cdf
+from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,18 +33,21 @@ SHARED = REPO.parent / "shared" / "data"
 BASELINES = ["slurm-default", "pack", "spread", "random", "tetris", "oracle"]
 
 
+# Offered load (GPU time asked for, jobs alone, over GPU time available): loaded, not overloaded.
+OFFERED_LOAD = 0.6
+
+
 def workloads(quick: bool) -> dict:
+    """Raw (train, test) traces; arrival times are scaled to OFFERED_LOAD per ground truth."""
     n = 120 if quick else 300
     day = 86400
+    philly = SHARED / "philly" / "philly_jobs.csv.gz"
     return {
-        # Philly arrivals (mostly 1-GPU jobs): train on one week, test on the next.
-        "philly": (philly_jobs(SHARED / "philly" / "philly_jobs.csv.gz", start_s=20 * day, duration_s=2 * day,
-                               max_jobs=n, time_scale=4.0, seed=1),
-                   philly_jobs(SHARED / "philly" / "philly_jobs.csv.gz", start_s=30 * day, duration_s=2 * day,
-                               max_jobs=n, time_scale=4.0, seed=2)),
+        # Philly arrivals and sizes (mostly 1-GPU jobs): train on days 20-22, test on days 30-32.
+        "philly": (philly_jobs(philly, start_s=20 * day, duration_s=2 * day, max_jobs=n, seed=1),
+                   philly_jobs(philly, start_s=30 * day, duration_s=2 * day, max_jobs=n, seed=2)),
         # Larger jobs that must span nodes (4-16 workers, PS and all-reduce).
-        "large": (synthetic_jobs(n, seed=11, mix="large", arrival_rate_per_h=1.2),
-                  synthetic_jobs(n, seed=12, mix="large", arrival_rate_per_h=1.2)),
+        "large": (synthetic_jobs(n, seed=11, mix="large"), synthetic_jobs(n, seed=12, mix="large")),
     }
 
 
@@ -71,14 +75,15 @@ def main(argv=None) -> int:
     only = {s for s in args.only.split(",") if s}
     ablations = {"no-replay": Ablation(replay=False), "no-exploration": Ablation(exploration=False),
                  "no-warm-start": Ablation(warm_start=False)} if args.ablations else None
-    out: dict = {"hyper": hp.to_dict(), "cluster": "16x8", "settings": {}}
+    out: dict = {"hyper": hp.to_dict(), "cluster": "16x8", "offered_load": OFFERED_LOAD, "settings": {}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    for wname, (train_jobs, test_jobs) in workloads(args.quick).items():
+    for wname, raw in workloads(args.quick).items():
         for tname, truth in truths().items():
             key = f"{tname}:{wname}"
             if only and key not in only:
                 continue
             started = time.time()
+            train_jobs, test_jobs = (at_offered_load(t, nodes, truth, OFFERED_LOAD) for t in raw)
             with tempfile.TemporaryDirectory() as work:
                 res = run_experiment(nodes, train_jobs, test_jobs, truth, Path(work), hp, baselines=BASELINES,
                                      ablations=ablations if key == "contention:large" else None,

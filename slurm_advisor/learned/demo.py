@@ -18,9 +18,9 @@ from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.sim.clusterfile import default_cluster
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.sim.report import plot_jct_cdf, summaries
+from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
 from slurm_advisor.speedmodels.base import SpeedModel
-from slurm_advisor.speedmodels.isolated import IsolatedSpeeds
 
 BASELINES = ("slurm-default", "pack", "spread", "random", "tetris", "oracle")
 MIX = "large"
@@ -66,16 +66,8 @@ def run_demo(config: DemoConfig, model_dir: Path, log: Callable[[str], None] = p
 
 
 def loaded_trace(nodes: Sequence[Node], truth: SpeedModel, n: int, seed: int) -> list[Job]:
-    """``n`` synthetic jobs arriving at the rate that gives the cluster ``OFFERED_LOAD``.
-
-    A seed fixes the jobs and scales nothing but their arrival times with the rate, so the
-    rate is read off a first draw at one arrival per hour.
-    """
-    isolated = IsolatedSpeeds(truth, nodes)
-    draft = synthetic_jobs(n, seed=seed, mix=MIX, arrival_rate_per_h=1.0)
-    gpu_h = sum(j.iterations / isolated(j) * j.total_demand().gpus for j in draft) / 3600.0
-    rate = OFFERED_LOAD * sum(node.gpus for node in nodes) * n / gpu_h
-    return synthetic_jobs(n, seed=seed, mix=MIX, arrival_rate_per_h=rate)
+    """``n`` synthetic jobs with arrivals scaled to give the cluster ``OFFERED_LOAD``."""
+    return at_offered_load(synthetic_jobs(n, seed=seed, mix=MIX), nodes, truth, OFFERED_LOAD)
 
 
 def to_json(demo: DemoResult) -> dict:
