@@ -60,8 +60,11 @@ def run_experiment(nodes: Sequence[Node], train_jobs: Sequence[Job], test_jobs: 
     for name, ablation in variants.items():
         log(f"training {name} on {len(samples)} samples")
         report = train(samples, nodes, train_jobs, hp, ablation, log=log)
-        models[name] = checkpoint.save(Path(workdir) / name, report.policy, report.speed, report.schema, hp,
-                                       {"ablation": vars(ablation)})
+        meta = {"ablation": vars(ablation), "teacher": report.teacher,
+                "speed_model": {"holdout_mape": report.speed_metrics["holdout_mape"], "samples": len(samples)},
+                "best_validation_jct": report.best_validation_jct, "train_seconds": round(report.seconds, 1),
+                "curve": report.curve}
+        models[name] = checkpoint.save(Path(workdir) / name, report.policy, report.speed, report.schema, hp, meta)
         seconds[name] = report.seconds
     mape = LearnedSpeedModel(report.speed, report.schema).mape(unseen) if report else float("nan")
     results = compare(nodes, test_jobs, truth, list(baselines), seed=seed)

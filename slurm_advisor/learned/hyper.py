@@ -19,7 +19,7 @@ class Hyper:
     warm_epochs: int = 30            # passes over the imitation data
     warm_lr: float = 5e-3            # DL2's supervised learning rate
     # actor-critic
-    rl_episodes: int = 20            # simulated episodes of RL
+    rl_episodes: int = 60            # simulated episodes of RL
     rl_lr: float = 3e-4              # Adam learning rate for actor and critic
     entropy_weight: float = 0.01     # bonus that keeps the policy exploring
     value_weight: float = 0.5        # critic loss weight
@@ -31,7 +31,7 @@ class Hyper:
     replay_size: int = 8192          # FIFO experience replay (DL2's default)
     explore_prob: float = 0.2        # job-aware exploration: whole job placed by a heuristic
     explore_decay: float = 0.9       # per episode
-    episode_jobs: int = 200          # jobs per RL episode (a window of the training trace)
+    episode_jobs: int = 100          # jobs per RL episode (a window of the training trace)
     seed: int = 0
 
     def to_dict(self) -> dict:
