@@ -35,24 +35,24 @@ class JobTypeProfile:
 
 
 KNOWN_TYPES: dict[str, JobTypeProfile] = {p.name: p for p in (
-    JobTypeProfile("resnet18", 11.2, 0.56, 128, 0.10, 0.08, 0.06, "ResNet-18", "cifar10"),
-    JobTypeProfile("resnet50", 25.6, 4.1, 64, 0.25, 0.15, 0.15, "ResNet-50", "imagenet"),
-    JobTypeProfile("vgg16", 138.4, 15.5, 32, 0.20, 0.15, 0.20, "ResNet-50", "imagenet"),
-    JobTypeProfile("inception3", 23.8, 5.7, 32, 0.20, 0.12, 0.12, "ResNet-50", "imagenet"),
+    JobTypeProfile("resnet18", 11.2, 0.56, 128, 0.06, 0.08, 0.06, "ResNet-18", "cifar10"),
+    JobTypeProfile("resnet50", 25.6, 4.1, 64, 0.12, 0.12, 0.12, "ResNet-50", "imagenet"),
+    JobTypeProfile("vgg16", 138.4, 15.5, 32, 0.10, 0.12, 0.15, "ResNet-50", "imagenet"),
+    JobTypeProfile("inception3", 23.8, 5.7, 32, 0.10, 0.10, 0.10, "ResNet-50", "imagenet"),
     JobTypeProfile("transformer", 65.0, 3.9, 64, 0.05, 0.10, 0.05, "Transformer", "bert"),
     JobTypeProfile("bert", 110.0, 84.0, 12, 0.05, 0.10, 0.05, "Transformer", "bert"),
     JobTypeProfile("lstm", 28.0, 2.0, 40, 0.05, 0.10, 0.05, "LM", "deepspeech2"),
-    JobTypeProfile("deepspeech2", 38.0, 30.0, 20, 0.20, 0.10, 0.10, "LM", "deepspeech2"),
-    JobTypeProfile("ncf", 4.0, 0.002, 8192, 0.15, 0.20, 0.20, "Recommendation", "ncf"),
-    JobTypeProfile("recommendation", 20.0, 0.004, 2048, 0.15, 0.20, 0.20, "Recommendation", "ncf"),
-    JobTypeProfile("yolov3", 61.9, 65.9, 8, 0.25, 0.15, 0.15, "ResNet-50", "yolov3"),
-    JobTypeProfile("a3c", 1.0, 0.05, 32, 0.40, 0.05, 0.02, "A3C", "cifar10"),
+    JobTypeProfile("deepspeech2", 38.0, 30.0, 20, 0.10, 0.08, 0.08, "LM", "deepspeech2"),
+    JobTypeProfile("ncf", 4.0, 0.002, 8192, 0.08, 0.15, 0.15, "Recommendation", "ncf"),
+    JobTypeProfile("recommendation", 20.0, 0.004, 2048, 0.08, 0.15, 0.15, "Recommendation", "ncf"),
+    JobTypeProfile("yolov3", 61.9, 65.9, 8, 0.12, 0.12, 0.12, "ResNet-50", "yolov3"),
+    JobTypeProfile("a3c", 1.0, 0.05, 32, 0.20, 0.05, 0.02, "A3C", "cifar10"),
     JobTypeProfile("cyclegan", 28.0, 57.0, 1, 0.10, 0.10, 0.10, "CycleGAN", "imagenet"),
 )}
 
 # A job of an unknown type is judged by its declared size; these middle-of-the-road usage
 # shares keep it from being either ignored or over-penalised.
-_UNKNOWN = JobTypeProfile("unknown", 25.0, 4.0, 32, 0.15, 0.12, 0.10, "ResNet-50", "imagenet")
+_UNKNOWN = JobTypeProfile("unknown", 25.0, 4.0, 32, 0.10, 0.10, 0.10, "ResNet-50", "imagenet")
 
 
 def profile_for(job_type: str, model_size_mb: float | None = None,
