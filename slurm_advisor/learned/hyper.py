@@ -20,7 +20,7 @@ class Hyper:
     warm_lr: float = 5e-3            # DL2's supervised learning rate
     # actor-critic
     rl_episodes: int = 60            # simulated episodes of RL
-    rl_lr: float = 3e-4              # Adam learning rate for actor and critic
+    rl_lr: float = 1e-4              # Adam learning rate for actor and critic (DL2)
     entropy_weight: float = 0.01     # bonus that keeps the policy exploring
     value_weight: float = 0.5        # critic loss weight
     gamma: float = 0.99              # discount per reward interval
@@ -32,6 +32,7 @@ class Hyper:
     explore_prob: float = 0.2        # job-aware exploration: whole job placed by a heuristic
     explore_decay: float = 0.9       # per episode
     episode_jobs: int = 100          # jobs per RL episode (a window of the training trace)
+    validate_every: int = 5          # episodes between greedy runs of the whole training trace
     seed: int = 0
 
     def to_dict(self) -> dict:

@@ -23,9 +23,21 @@ class SpeedNet(nn.Module):
         super().__init__()
         self.body = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
                                   nn.ReLU(), nn.Linear(hidden, 1))
+        # Range of log-speeds seen in training, widened by 2x each way: an MLP extrapolates
+        # wildly on inputs unlike its data, and no placement makes a job 100x faster or slower.
+        self.register_buffer("log_lo", torch.tensor(-30.0))
+        self.register_buffer("log_hi", torch.tensor(30.0))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.body(x).squeeze(-1)  # log(iterations/s)
+        return self.raw(x).clamp(self.log_lo, self.log_hi)  # log(iterations/s)
+
+    def raw(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x).squeeze(-1)
+
+    def set_range(self, log_speeds: torch.Tensor) -> None:
+        margin = float(np.log(2.0))
+        self.log_lo.fill_(float(log_speeds.min()) - margin)
+        self.log_hi.fill_(float(log_speeds.max()) + margin)
 
 
 def _features(subject: RunningJob, load: NodeLoad, switch_of, schema: FeatureSchema) -> np.ndarray:
@@ -53,6 +65,7 @@ def fit_speed_model(samples: Sequence[SpeedSample], schema: FeatureSchema, hp: H
     held = _holdout_mask([s.subject.job.id for s in samples], hp.speed_holdout, hp.seed)
     torch.manual_seed(hp.seed)
     net = SpeedNet(schema.sample_dim, hp.speed_hidden)
+    net.set_range(y)
     opt = torch.optim.Adam(net.parameters(), lr=hp.speed_lr)
     train_idx = torch.nonzero(~held).squeeze(1)
     best, best_state, curve = float("inf"), None, []
@@ -61,7 +74,7 @@ def fit_speed_model(samples: Sequence[SpeedSample], schema: FeatureSchema, hp: H
         net.train()
         for batch in torch.randperm(len(train_idx), generator=gen).split(hp.speed_batch):
             idx = train_idx[batch]
-            loss = nn.functional.mse_loss(net(x[idx]), y[idx])
+            loss = nn.functional.mse_loss(net.raw(x[idx]), y[idx])
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -99,6 +112,7 @@ class LearnedSpeedModel:
     def __init__(self, net: SpeedNet, schema: FeatureSchema):
         self.net, self.schema = net.eval(), schema
         self._layers = layers_of(net.body)  # numpy copy of the weights: the net is fixed once fitted
+        self._lo, self._hi = float(net.log_lo), float(net.log_hi)
 
     def speeds(self, nodes: Sequence[Node], running: Sequence[RunningJob],
                only: Collection[str] | None = None) -> dict[str, float]:
@@ -108,7 +122,8 @@ class LearnedSpeedModel:
         load = NodeLoad(nodes, running)
         switch_of = {n.name: n.switch for n in nodes}
         x = np.stack([_features(rj, load, switch_of, self.schema) for rj in targets])
-        pred = np.exp(mlp_forward(x, self._layers, relu_last=False)[:, 0]).tolist()
+        log_speed = np.clip(mlp_forward(x, self._layers, relu_last=False)[:, 0], self._lo, self._hi)
+        pred = np.exp(log_speed).tolist()
         return {rj.job.id: max(1e-9, s) for rj, s in zip(targets, pred)}
 
     def predict(self, snapshot: ClusterSnapshot, job: Job, placement: Placement) -> float:
