@@ -43,12 +43,21 @@ def workloads(quick: bool) -> dict:
     day = 86400
     philly = SHARED / "philly" / "philly_jobs.csv.gz"
     return {
-        # Philly arrivals and sizes (mostly 1-GPU jobs): train on days 20-22, test on days 30-32.
-        "philly": (philly_jobs(philly, start_s=20 * day, duration_s=2 * day, max_jobs=n, seed=1),
-                   philly_jobs(philly, start_s=30 * day, duration_s=2 * day, max_jobs=n, seed=2)),
+        # Philly arrivals and sizes (mostly 1-GPU jobs): days 20-40, alternate jobs to training and
+        # test, so both come from the same (bursty) period but share no job.
+        "philly": _alternate(_evenly(philly_jobs(philly, start_s=20 * day, duration_s=20 * day, seed=1), 2 * n)),
         # Larger jobs that must span nodes (4-16 workers, PS and all-reduce).
         "large": (synthetic_jobs(n, seed=11, mix="large"), synthetic_jobs(n, seed=12, mix="large")),
     }
+
+
+def _evenly(jobs: list, n: int) -> list:
+    """n jobs spread over the whole window (Philly arrives in bursts of one user's sweeps)."""
+    return jobs[:: max(1, len(jobs) // n)][:n]
+
+
+def _alternate(jobs: list) -> tuple[list, list]:
+    return jobs[0::2], jobs[1::2]
 
 
 def truths() -> dict:
@@ -65,8 +74,13 @@ def main(argv=None) -> int:
     ap.add_argument("--ablations", action="store_true", help="also train without replay/exploration/warm start")
     ap.add_argument("--episodes", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a hyperparameter (learned/hyper.py), e.g. --set reward=local-progress")
     args = ap.parse_args(argv)
     hp = Hyper(seed=args.seed)
+    for item in args.set:
+        key, _, value = item.partition("=")
+        hp = replace(hp, **{key: type(getattr(hp, key))(value)})
     if args.quick:
         hp = replace(hp, rl_episodes=3, episode_jobs=60, speed_epochs=20, warm_episodes=1, warm_epochs=10)
     if args.episodes:
@@ -76,6 +90,8 @@ def main(argv=None) -> int:
     ablations = {"no-replay": Ablation(replay=False), "no-exploration": Ablation(exploration=False),
                  "no-warm-start": Ablation(warm_start=False)} if args.ablations else None
     out: dict = {"hyper": hp.to_dict(), "cluster": "16x8", "offered_load": OFFERED_LOAD, "settings": {}}
+    if only and args.out.exists():  # a partial run updates the settings it ran
+        out["settings"] = json.loads(args.out.read_text()).get("settings", {})
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for wname, raw in workloads(args.quick).items():
         for tname, truth in truths().items():

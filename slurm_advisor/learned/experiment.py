@@ -35,6 +35,7 @@ class ExperimentResult:
     train_seconds: dict[str, float] = field(default_factory=dict)
     samples: int = 0
     teacher: str = ""
+    deployed: dict[str, str] = field(default_factory=dict)  # variant -> "network" or the teacher
 
 
 def record(nodes: Sequence[Node], jobs: Sequence[Job], truth: SpeedModel, policies: Sequence[str],
@@ -55,7 +56,7 @@ def run_experiment(nodes: Sequence[Node], train_jobs: Sequence[Job], test_jobs: 
         samples = samples[:: len(samples) // max_samples + 1]
     unseen = record(nodes, test_jobs, truth, ("slurm-default", "random"), seed + 100)
     variants = {"learned": Ablation(), **(ablations or {})}
-    models, seconds = {}, {}
+    models, seconds, deployed = {}, {}, {}
     report = None
     for name, ablation in variants.items():
         log(f"training {name} on {len(samples)} samples")
@@ -63,12 +64,13 @@ def run_experiment(nodes: Sequence[Node], train_jobs: Sequence[Job], test_jobs: 
         meta = {"ablation": vars(ablation), "teacher": report.teacher,
                 "speed_model": {"holdout_mape": report.speed_metrics["holdout_mape"], "samples": len(samples)},
                 "best_validation_jct": report.best_validation_jct, "train_seconds": round(report.seconds, 1),
-                "curve": report.curve}
+                "deploy": report.deploy, "curve": report.curve}
         models[name] = checkpoint.save(Path(workdir) / name, report.policy, report.speed, report.schema, hp, meta)
         seconds[name] = report.seconds
+        deployed[name] = report.deploy
     mape = LearnedSpeedModel(report.speed, report.schema).mape(unseen) if report else float("nan")
     results = compare(nodes, test_jobs, truth, list(baselines), seed=seed)
     for name, directory in models.items():
         learned = compare(nodes, test_jobs, truth, ["learned"], seed=seed, model_dir=directory)["learned"]
         results[name] = learned
-    return ExperimentResult(results, mape, seconds, len(samples), report.teacher if report else "")
+    return ExperimentResult(results, mape, seconds, len(samples), report.teacher if report else "", deployed)

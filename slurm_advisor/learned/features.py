@@ -17,7 +17,7 @@ import numpy as np
 from slurm_advisor.domain import Job, Node, Resources, Role, RunningJob
 from slurm_advisor.domain.jobtypes import KNOWN_TYPES, profile_for, reference_speed
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CPU, GPU, MEM = 64.0, 8.0, 512_000.0  # fixed scales: features stay comparable across clusters
 
 

@@ -25,7 +25,8 @@ class Hyper:
     value_weight: float = 0.5        # critic loss weight
     gamma: float = 0.99              # discount per reward interval
     reward_interval_s: float = 3600.0  # Harmony's interval: progress is summed per interval
-    reward: str = "progress"         # "progress" (Harmony) or "jobs-in-system" (Little's law, = avg JCT)
+    reward: str = "progress"         # "progress" (Harmony), "local-progress" (same, only the jobs a
+    #                                  decision touches) or "jobs-in-system" (Little's law, = avg JCT)
     minibatch: int = 256             # decisions per gradient step
     updates_per_episode: int = 8     # gradient steps drawn from the replay buffer per episode
     replay_size: int = 8192          # FIFO experience replay (DL2's default)
@@ -33,6 +34,7 @@ class Hyper:
     explore_decay: float = 0.9       # per episode
     episode_jobs: int = 100          # jobs per RL episode (a window of the training trace)
     validate_every: int = 5          # episodes between greedy runs of the whole training trace
+    promote_margin: float = 0.03     # the network must beat its teacher by this much, else the teacher is deployed
     seed: int = 0
 
     def to_dict(self) -> dict:

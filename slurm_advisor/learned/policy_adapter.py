@@ -1,12 +1,41 @@
-"""Load the learned policy for the registry (greedy, as deployed)."""
+"""Load the learned policy for the registry, as it is deployed.
+
+Training records whether the network beat its teacher heuristic (under the fitted speed model,
+on the training trace). If it did not, the model directory deploys the teacher instead: the
+advisor never ships a policy that its own evaluation found worse than the rule it learned from.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
+from slurm_advisor.domain import ClusterSnapshot, Job, Placement
 from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.agent import LearnedPolicy
+from slurm_advisor.policies.base import Policy
 
 
-def load_learned_policy(model_dir: Path | None) -> LearnedPolicy:
+class GatedPolicy:
+    """`learned` when training kept the teacher: the teacher decides, under the learned name."""
+
+    name = "learned"
+
+    def __init__(self, teacher: Policy):
+        self.teacher = teacher
+
+    def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | None:
+        return self.teacher.place(snapshot, job, rng)
+
+    def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
+        return self.teacher.score_nodes(snapshot, job)
+
+
+def load_learned_policy(model_dir: Path | None) -> Policy:
+    from slurm_advisor.policies import make_policy
+
     ckpt = checkpoint.load(model_dir)
+    deploy = ckpt.meta.get("deploy", "network")
+    if deploy != "network":
+        return GatedPolicy(make_policy(deploy))
     return LearnedPolicy(ckpt.policy, ckpt.schema, mode="greedy")

@@ -26,6 +26,7 @@ from slurm_advisor.learned.rl import (
     discounted_returns,
     imitation_step,
     jobs_in_system_returns,
+    local_progress_returns,
 )
 from slurm_advisor.learned.speed_model import LearnedSpeedModel, SpeedNet, fit_speed_model
 from slurm_advisor.policies import make_policy
@@ -54,6 +55,12 @@ class TrainReport:
     curve: list[dict] = field(default_factory=list)
     best_validation_jct: float = float("inf")
     seconds: float = 0.0
+    deploy: str = "network"  # or the teacher's name when the network did not beat it
+
+    def promotion(self, margin: float) -> str:
+        """Deploy the network only if it beats its teacher by ``margin`` under the fitted model."""
+        teacher_jct = self.teacher_scores[self.teacher]
+        return "network" if self.best_validation_jct < teacher_jct * (1 - margin) else self.teacher
 
 
 def window(jobs: Sequence[Job], start: int, n: int) -> list[Job]:
@@ -95,9 +102,10 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
     if ablation.warm_start:
         _warm_start(net, episodes, make_policy(teacher), hp, log)
     _reinforce(net, episodes, validation, teacher, ablation, report, bar)
+    report.deploy = report.promotion(hp.promote_margin)
     curve = " ".join(f"{c['validation_jct'] / 3600:.1f}" for c in report.curve if c["validation_jct"] is not None)
     log(f"validation avg JCT (h) by episode: {curve}; kept {report.best_validation_jct / 3600:.1f} "
-        f"(teacher {scores[teacher] / 3600:.1f})")
+        f"(teacher {scores[teacher] / 3600:.1f}); deploys: {report.deploy}")
     report.seconds = time.time() - started
     return report
 
@@ -127,7 +135,10 @@ class _Episodes:
         policy = LearnedPolicy(net, self.schema, mode="sample", explorers=explorers, explore_prob=explore_prob)
         result = simulate(self.nodes, jobs, policy, self.fitted, int(self.rng.integers(1 << 30)), log_progress=True)
         times = np.array([d.time for d in policy.decisions])
-        if self.hp.reward == "jobs-in-system":
+        if self.hp.reward == "local-progress":
+            returns = local_progress_returns(times, [d.job_id for d in policy.decisions], result.progress,
+                                             result.records, self.hp.gamma, self.hp.reward_interval_s)
+        elif self.hp.reward == "jobs-in-system":
             spans = [(r.submit, r.end) for r in result.records]
             returns = jobs_in_system_returns(times, spans, self.hp.gamma, self.hp.reward_interval_s)
         else:

@@ -120,7 +120,7 @@ class Simulation:
         job = rj.job
         self._records.append(JobRecord(job.id, job.type, job.submit_time, rj.start_time, now,
                                        job.iterations / self.isolated(job), len(rj.placement.nodes()),
-                                       job.total_demand().gpus))
+                                       job.total_demand().gpus, rj.placement.nodes()))
         return neighbours | {job_id}  # the finished id is dropped in _update_speeds
 
     def _neighbours(self, rj: RunningJob) -> set[str]:

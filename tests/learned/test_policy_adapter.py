@@ -1,0 +1,57 @@
+"""The learned policy as deployed: the network, or its teacher when training did not promote it."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from slurm_advisor.domain import ClusterSnapshot, Job, Node, Resources
+from slurm_advisor.learned import checkpoint
+from slurm_advisor.learned.agent import LearnedPolicy
+from slurm_advisor.learned.features import FeatureSchema
+from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.learned.policy_net import PolicyNet
+from slurm_advisor.learned.speed_model import SpeedNet
+from slurm_advisor.policies import PolicyContext, make_policy
+
+SCHEMA = FeatureSchema()
+HP = replace(Hyper(), hidden=16, speed_hidden=16)
+
+
+def _save(directory: Path, deploy: str) -> Path:
+    torch.manual_seed(0)
+    policy = PolicyNet(SCHEMA.node_dim, SCHEMA.global_dim, HP.hidden)
+    speed = SpeedNet(SCHEMA.sample_dim, HP.speed_hidden)
+    return checkpoint.save(directory, policy, speed, SCHEMA, HP, {"deploy": deploy})
+
+
+def _busy_snapshot() -> ClusterSnapshot:
+    nodes = [Node(f"n{i}", 32, 8, 256000) for i in range(4)]
+    snap = ClusterSnapshot.empty(nodes)
+    filler = Job("f", "resnet50", 0, 6, Resources(), Resources(4, 1, 1000), 10.0)
+    from slurm_advisor.domain import Placement
+    return snap.with_job(filler, Placement.of(filler, ["n2"] * 6))
+
+
+def test_a_promoted_network_is_deployed(tmp_path: Path) -> None:
+    policy = make_policy("learned", PolicyContext(model_dir=_save(tmp_path / "m", "network")))
+    assert isinstance(policy, LearnedPolicy)
+
+
+def test_an_unpromoted_model_deploys_its_teacher(tmp_path: Path) -> None:
+    policy = make_policy("learned", PolicyContext(model_dir=_save(tmp_path / "m", "pack")))
+    assert policy.name == "learned"
+    job = Job("j", "vgg16", 1, 2, Resources(2, 0, 1000), Resources(2, 1, 1000), 10.0)
+    snap = _busy_snapshot()
+    rng = np.random.default_rng(0)
+    assert policy.place(snap, job, rng) == make_policy("pack").place(snap, job, rng)
+    assert policy.place(snap, job, rng).nodes() == ("n2",)  # pack: the fullest node that fits
+
+
+def test_the_shipped_default_model_loads_and_places() -> None:
+    policy = make_policy("learned")  # no model_dir: the model shipped in slurm_advisor/data/model
+    job = Job("j", "resnet50", 0, 4, Resources(), Resources(4, 1, 24000), 10.0)
+    placement = policy.place(_busy_snapshot(), job, np.random.default_rng(0))
+    assert placement is not None and len(placement.tasks) == 4
