@@ -74,6 +74,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ablations", action="store_true", help="also train without replay/exploration/warm start")
     ap.add_argument("--episodes", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--offered-load", type=float, default=OFFERED_LOAD)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a hyperparameter (learned/hyper.py), e.g. --set reward=local-progress")
     args = ap.parse_args(argv)
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
     only = {s for s in args.only.split(",") if s}
     ablations = {"no-replay": Ablation(replay=False), "no-exploration": Ablation(exploration=False),
                  "no-warm-start": Ablation(warm_start=False)} if args.ablations else None
-    out: dict = {"hyper": hp.to_dict(), "cluster": "16x8", "offered_load": OFFERED_LOAD, "settings": {}}
+    out: dict = {"hyper": hp.to_dict(), "cluster": "16x8", "offered_load": args.offered_load, "settings": {}}
     if only and args.out.exists():  # a partial run updates the settings it ran
         out["settings"] = json.loads(args.out.read_text()).get("settings", {})
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -99,7 +100,7 @@ def main(argv=None) -> int:
             if only and key not in only:
                 continue
             started = time.time()
-            train_jobs, test_jobs = (at_offered_load(t, nodes, truth, OFFERED_LOAD) for t in raw)
+            train_jobs, test_jobs = (at_offered_load(t, nodes, truth, args.offered_load) for t in raw)
             with tempfile.TemporaryDirectory() as work:
                 res = run_experiment(nodes, train_jobs, test_jobs, truth, Path(work), hp, baselines=BASELINES,
                                      ablations=ablations if key == "contention:large" else None,
@@ -107,7 +108,8 @@ def main(argv=None) -> int:
             row = {name: r.summary() for name, r in res.results.items()}
             out["settings"][key] = {"policies": row, "speed_mape_unseen": res.speed_mape_unseen,
                                     "train_seconds": res.train_seconds, "samples": res.samples,
-                                    "teacher": res.teacher, "seconds": round(time.time() - started, 1)}
+                                    "teacher": res.teacher, "deployed": res.deployed,
+                                    "seconds": round(time.time() - started, 1)}
             plot_jct_cdf(res.results, args.out.with_name(f"cdf-{tname}-{wname}.png"), title=key)
             print_setting(key, out["settings"][key])
             args.out.write_text(json.dumps(out, indent=2))

@@ -22,6 +22,7 @@ class Hyper:
     rl_episodes: int = 60            # simulated episodes of RL
     rl_lr: float = 1e-4              # Adam learning rate for actor and critic (DL2)
     entropy_weight: float = 0.01     # bonus that keeps the policy exploring
+    anchor_weight: float = 0.5       # cross-entropy towards the teacher's decisions during RL (0: off)
     value_weight: float = 0.5        # critic loss weight
     gamma: float = 0.99              # discount per reward interval
     reward_interval_s: float = 3600.0  # Harmony's interval: progress is summed per interval

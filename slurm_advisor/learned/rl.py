@@ -135,8 +135,13 @@ def imitation_step(net: PolicyNet, opt: torch.optim.Optimizer, decisions: Sequen
 
 
 def actor_critic_step(net: PolicyNet, opt: torch.optim.Optimizer, batch: Sequence[tuple[Decision, float]],
-                      entropy_weight: float, value_weight: float) -> dict[str, float]:
-    """Advantage actor-critic on a replayed minibatch: A = G - V(s), entropy bonus."""
+                      entropy_weight: float, value_weight: float, anchor: Sequence[Decision] = (),
+                      anchor_weight: float = 0.0) -> dict[str, float]:
+    """Advantage actor-critic on a replayed minibatch: A = G - V(s), entropy bonus.
+
+    ``anchor``: the teacher's decisions; a cross-entropy term towards them keeps the policy near
+    the warm start except where the advantages say otherwise (a few simulated episodes give a
+    noisy gradient that would otherwise drift the policy away from a good start)."""
     decisions = [d for d, _ in batch]
     returns = torch.tensor([g for _, g in batch], dtype=torch.float32)
     nodes, glob, mask, actions = batch_tensors(decisions)
@@ -150,6 +155,10 @@ def actor_critic_step(net: PolicyNet, opt: torch.optim.Optimizer, batch: Sequenc
     actor = -(chosen * advantage).mean()
     critic = nn.functional.mse_loss(values, returns)
     loss = actor - entropy_weight * entropy + value_weight * critic
+    if anchor and anchor_weight > 0:
+        a_nodes, a_glob, a_mask, a_actions = batch_tensors(anchor)
+        a_logits, _ = net(a_nodes, a_glob, a_mask)
+        loss = loss + anchor_weight * nn.functional.cross_entropy(a_logits, a_actions)
     opt.zero_grad()
     loss.backward()
     nn.utils.clip_grad_norm_(net.parameters(), 1.0)

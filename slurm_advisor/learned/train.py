@@ -99,9 +99,10 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
     net = PolicyNet(schema.node_dim, schema.global_dim, hp.hidden)
     report = TrainReport(net, speed_net, schema, speed_metrics, teacher, scores)
     episodes = _Episodes(nodes, jobs, fitted, schema, hp, rng)
+    anchor: list[Decision] = []
     if ablation.warm_start:
-        _warm_start(net, episodes, make_policy(teacher), hp, log)
-    _reinforce(net, episodes, validation, teacher, ablation, report, bar)
+        anchor = _warm_start(net, episodes, make_policy(teacher), hp, log)
+    _reinforce(net, episodes, validation, teacher, ablation, report, bar, anchor)
     report.deploy = report.promotion(hp.promote_margin)
     curve = " ".join(f"{c['validation_jct'] / 3600:.1f}" for c in report.curve if c["validation_jct"] is not None)
     log(f"validation avg JCT (h) by episode: {curve}; kept {report.best_validation_jct / 3600:.1f} "
@@ -148,7 +149,7 @@ class _Episodes:
         return policy.decisions, returns / self.return_scale, avg_jct(result)
 
 
-def _warm_start(net: PolicyNet, episodes: _Episodes, teacher: Policy, hp: Hyper, log) -> None:
+def _warm_start(net: PolicyNet, episodes: _Episodes, teacher: Policy, hp: Hyper, log) -> list[Decision]:
     decisions: list[Decision] = []
     returns: list[np.ndarray] = []
     for _ in range(hp.warm_episodes):
@@ -163,10 +164,11 @@ def _warm_start(net: PolicyNet, episodes: _Episodes, teacher: Policy, hp: Hyper,
         for chunk in np.array_split(order, max(1, len(order) // hp.minibatch)):
             losses.append(imitation_step(net, opt, [decisions[i] for i in chunk], all_returns[chunk], hp.value_weight))
     log(f"warm start: imitated {len(decisions)} decisions of {teacher.name}, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+    return decisions
 
 
 def _reinforce(net: PolicyNet, episodes: _Episodes, validation: list[Job], teacher: str, ablation: Ablation,
-               report: TrainReport, bar) -> None:
+               report: TrainReport, bar, anchor: list[Decision]) -> None:
     hp = episodes.hp
     opt = torch.optim.Adam(net.parameters(), lr=hp.rl_lr)
     replay = Replay(hp.replay_size if ablation.replay else 1)
@@ -176,7 +178,7 @@ def _reinforce(net: PolicyNet, episodes: _Episodes, validation: list[Job], teach
     report.curve.append({"episode": 0, "validation_jct": best, "episode_jct": None})
     for ep in range(1, hp.rl_episodes + 1):
         decisions, returns, jct = episodes.run(net, explorers, explore)
-        stats = _update(net, opt, replay, decisions, returns, hp, episodes.rng, ablation.replay)
+        stats = _update(net, opt, replay, decisions, returns, hp, episodes.rng, ablation.replay, anchor)
         explore *= hp.explore_decay
         val = _validate(net, episodes, validation) if ep % hp.validate_every == 0 or ep == hp.rl_episodes else None
         report.curve.append({"episode": ep, "validation_jct": val, "episode_jct": jct, **stats})
@@ -189,14 +191,18 @@ def _reinforce(net: PolicyNet, episodes: _Episodes, validation: list[Job], teach
     report.best_validation_jct = best
 
 
-def _update(net, opt, replay: Replay, decisions, returns, hp: Hyper, rng, use_replay: bool) -> dict:
+def _update(net, opt, replay: Replay, decisions, returns, hp: Hyper, rng, use_replay: bool,
+            anchor: list[Decision]) -> dict:
     if not use_replay:  # on-policy: learn from this episode only
         replay = Replay(len(decisions) or 1)
     replay.add(decisions, returns)
     stats: dict = {}
     for _ in range(hp.updates_per_episode):
         if len(replay):
-            stats = actor_critic_step(net, opt, replay.sample(hp.minibatch, rng), hp.entropy_weight, hp.value_weight)
+            teacher_batch = [anchor[i] for i in rng.choice(len(anchor), min(hp.minibatch, len(anchor)),
+                                                           replace=False)] if anchor else []
+            stats = actor_critic_step(net, opt, replay.sample(hp.minibatch, rng), hp.entropy_weight,
+                                      hp.value_weight, teacher_batch, hp.anchor_weight)
     return stats
 
 
