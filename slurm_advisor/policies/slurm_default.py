@@ -1,14 +1,16 @@
 """`slurm-default`: what select/cons_tres does today.
 
-The job on as few nodes as possible: one node if any holds it all (the lowest-named first),
-otherwise tasks fill the lowest-named nodes in block order. It knows nothing of contention.
+The job on as few nodes as possible: one node if any holds it all (the lowest-named first);
+otherwise the smallest set of nodes that holds it (nodes that take the most of the job's
+tasks first, ties to the lowest name), its tasks in block order over those nodes in Slurm's
+node order. It knows nothing of contention or traffic.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from slurm_advisor.domain import ClusterSnapshot, Job, Placement
-from slurm_advisor.policies.base import fitting, place_task_by_task, whole_job_on_one_node
+from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources
+from slurm_advisor.policies.base import place_task_by_task, whole_job_on_one_node
 
 
 class SlurmDefaultPolicy:
@@ -17,10 +19,47 @@ class SlurmDefaultPolicy:
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator | None = None
               ) -> Placement | None:
         order = [n.name for n in snapshot.nodes]
-        return whole_job_on_one_node(snapshot, job, order) or place_task_by_task(
-            snapshot, job, lambda free, snap, j, role, _: next(iter(fitting(free, snap, j.demand(role))), None))
+        single = whole_job_on_one_node(snapshot, job, order)
+        if single is not None:
+            return single
+        chosen = set(fewest_nodes(snapshot, job, order))
+        return (place_task_by_task(snapshot, job, _first_fit([n for n in order if n in chosen]))
+                or place_task_by_task(snapshot, job, _first_fit(order)))
 
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
         # Slurm's preference is its node order: earlier nodes score higher.
         n = len(snapshot.nodes)
         return {node.name: float(n - i) for i, node in enumerate(snapshot.nodes)}
+
+
+def fewest_nodes(snapshot: ClusterSnapshot, job: Job, order: list[str]) -> list[str]:
+    """The nodes that take the most of the job's tasks, until they hold all of them."""
+    slots = {name: task_slots(snapshot.free[name], job) for name in order}
+    chosen, total = [], 0
+    for name in sorted(order, key=lambda n: -slots[n]):  # stable: ties keep Slurm's order
+        if slots[name] == 0 or total >= job.num_tasks:
+            break
+        chosen.append(name)
+        total += slots[name]
+    return chosen
+
+
+def task_slots(free: Resources, job: Job) -> int:
+    """How many of the job's tasks (in task order) one node could take."""
+    count = 0
+    for role in job.roles():
+        demand = job.demand(role)
+        if demand.fits_in(free):
+            free = free - demand
+            count += 1
+    return count
+
+
+def _first_fit(order: list[str]):
+    def choose(free, snap, job, role, _placed):
+        demand = job.demand(role)
+        return next((n for n in order if demand.fits_in(free[n])), None)
+    return choose
+
+
+
