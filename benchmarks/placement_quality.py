@@ -34,7 +34,7 @@ BASELINES = ["slurm-default", "pack", "spread", "random", "tetris", "oracle"]
 
 
 # Offered load (GPU time asked for, jobs alone, over GPU time available): loaded, not overloaded.
-OFFERED_LOAD = 0.35
+OFFERED_LOAD = 0.6
 
 
 def workloads(quick: bool) -> dict:
