@@ -16,6 +16,7 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Role, TaskAssi
 from slurm_advisor.learned.features import CPU, GPU, MEM, FeatureSchema, NodeLoad, job_vector
 from slurm_advisor.learned.policy_net import NumpyScorer, PolicyNet
 from slurm_advisor.policies.base import Policy
+from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 
 
 @dataclass
@@ -108,6 +109,9 @@ class _PlacementState:
                                    job.total_demand().mem_mb], dtype=np.float64)
         cluster_cap = self.cap.sum(0)
         self.cluster_cap = np.where(cluster_cap > 0, cluster_cap, 1.0)
+        # What Slurm itself would do with this job: the policy sees it and learns when to differ.
+        proposal = SlurmDefaultPolicy().place(snapshot, job)
+        self.hint = [self.index[t.node] for t in proposal.tasks] if proposal else None
 
     def features(self, role: Role, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         d = self.job.demand(role)
@@ -117,13 +121,16 @@ class _PlacementState:
         after = np.where(mask[:, None], (self.free - demand) / cap, 0.0)
         whole = (self.free >= self.remaining).all(axis=1)
         has_own = self.own.sum(1) > 0
+        hint = np.zeros(len(self.names))
+        if self.hint is not None:
+            hint[self.hint[k]] = 1.0
         on_switch = (self.same_switch & has_own[None, :]).any(axis=1)
         elsewhere = has_own.any() & ~has_own
         nodes = np.column_stack([
             self.cap[:, 0] / CPU, self.cap[:, 1] / GPU, self.cap[:, 2] / MEM, self.free / cap,
             after[:, 0], after[:, 1], whole, self.own[:, 0] / max(1, self.job.num_ps),
             self.own[:, 1] / self.job.num_workers, on_switch, elsewhere, self.position,
-            has_own, *_ranks(mask, self.free[:, 1] / cap[:, 1]), self.others,
+            has_own, *_ranks(mask, self.free[:, 1] / cap[:, 1]), hint, self.others,
         ]).astype(np.float32)
         free_share = self.free.sum(0) / self.cluster_cap
         glob = np.concatenate([self.job_vec, np.array(

@@ -17,7 +17,7 @@ import numpy as np
 from slurm_advisor.domain import Job, Node, Resources, Role, RunningJob
 from slurm_advisor.domain.jobtypes import KNOWN_TYPES, profile_for, reference_speed
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 CPU, GPU, MEM = 64.0, 8.0, 512_000.0  # fixed scales: features stay comparable across clusters
 
 
@@ -46,7 +46,7 @@ class FeatureSchema:
 
     @property
     def node_dim(self) -> int:
-        return 18 + _OTHERS_DIM
+        return 19 + _OTHERS_DIM
 
     @property
     def global_dim(self) -> int:
