@@ -19,6 +19,7 @@ from slurm_advisor.policies import make_policy
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.sim.engine import Simulation
+from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,11 +44,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     nodes = read_cluster(REPO / "examples" / "clusters" / "16x8.toml")
     truth = load_speed_model("contention")
+    # Both at the quality benchmark's offered load (0.6): loaded, with a queue at times.
     cases = {
-        # Philly-like arrivals at a load the 128-GPU cluster sustains: the common case.
-        "philly-mix": synthetic_jobs(args.jobs, seed=3, mix="philly", arrival_rate_per_h=20.0),
-        # Large multi-node jobs with a queue: backfill and speed updates work harder.
-        "large-mix": synthetic_jobs(args.jobs // 10, seed=4, mix="large", arrival_rate_per_h=2.5),
+        "philly-mix": at_offered_load(synthetic_jobs(args.jobs, seed=3, mix="philly"), nodes, truth, 0.6),
+        "large-mix": at_offered_load(synthetic_jobs(args.jobs // 10, seed=4, mix="large"), nodes, truth, 0.6),
     }
     rows = {}
     print(f"{'case':<12}{'policy':<15}{'jobs':>7}{'completions/CPU-min':>21}{'min':>10}{'max':>10}")

@@ -45,14 +45,19 @@ def fewest_nodes(snapshot: ClusterSnapshot, job: Job, order: list[str]) -> list[
 
 
 def task_slots(free: Resources, job: Job) -> int:
-    """How many of the job's tasks (in task order) one node could take."""
-    count = 0
-    for role in job.roles():
-        demand = job.demand(role)
-        if demand.fits_in(free):
-            free = free - demand
-            count += 1
-    return count
+    """How many of the job's tasks (in task order: PS, then workers) one node could take."""
+    ps = _how_many(free, job.ps_demand, job.num_ps)
+    return ps + _how_many(free - job.ps_demand.times(ps), job.worker_demand, job.num_workers)
+
+
+def _how_many(free: Resources, demand: Resources, limit: int) -> int:
+    """Identical tasks that fit in ``free``, at most ``limit`` (closed form: this runs per node
+    and per scheduling attempt)."""
+    n = limit
+    for have, need in ((free.cpus, demand.cpus), (free.gpus, demand.gpus), (free.mem_mb, demand.mem_mb)):
+        if need > 0:
+            n = min(n, have // need)
+    return max(0, n)
 
 
 def _first_fit(order: list[str]):
