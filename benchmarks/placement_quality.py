@@ -109,6 +109,7 @@ def main(argv=None) -> int:
             out["settings"][key] = {"policies": row, "speed_mape_unseen": res.speed_mape_unseen,
                                     "train_seconds": res.train_seconds, "samples": res.samples,
                                     "teacher": res.teacher, "deployed": res.deployed,
+                                    "validation": res.validation,
                                     "seconds": round(time.time() - started, 1)}
             plot_jct_cdf(res.results, args.out.with_name(f"cdf-{tname}-{wname}.png"), title=key)
             print_setting(key, out["settings"][key])

@@ -61,7 +61,7 @@ def run_demo(config: DemoConfig, model_dir: Path, log: Callable[[str], None] = p
         f"and {config.jobs} test jobs ({MIX} mix, offered load {OFFERED_LOAD}); ground truth: {TRUTH}")
     log(f"then {hp.rl_episodes} RL episodes of {hp.episode_jobs} jobs and the comparison: a few minutes")
     result = run_experiment(nodes, train_jobs, test_jobs, truth, model_dir, hp,
-                            baselines=BASELINES, seed=config.seed, log=log)
+                            baselines=BASELINES, seed=config.seed, log=log, rounds=1)
     return DemoResult(config, nodes, hp, result)
 
 

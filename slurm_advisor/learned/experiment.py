@@ -5,7 +5,8 @@
 2. Fit the speed model on those samples and train the policy (rewards from the fitted model).
 3. Run every policy on a *different* test trace under the ground truth, side by side.
 The speed model's error is also measured on samples from the test trace: placements and jobs
-it never saw.
+it never saw. With several rounds, step 2 repeats after the trained policy's own placements
+were logged, as the retraining cron does on a live cluster.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from slurm_advisor.learned.train import Ablation, train
 from slurm_advisor.policies import make_policy
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.metrics import SimResult
-from slurm_advisor.sim.runner import compare
+from slurm_advisor.sim.runner import build_advisor, compare
 from slurm_advisor.speedmodels.base import SpeedModel
 
 RECORD_POLICIES = ("slurm-default", "random", "spread", "pack")
@@ -36,6 +37,7 @@ class ExperimentResult:
     samples: int = 0
     teacher: str = ""
     deployed: dict[str, str] = field(default_factory=dict)  # variant -> "network" or the teacher
+    validation: dict[str, dict] = field(default_factory=dict)  # variant -> replay JCT, network vs teacher
 
 
 def record(nodes: Sequence[Node], jobs: Sequence[Job], truth: SpeedModel, policies: Sequence[str],
@@ -50,27 +52,53 @@ def record(nodes: Sequence[Node], jobs: Sequence[Job], truth: SpeedModel, polici
 def run_experiment(nodes: Sequence[Node], train_jobs: Sequence[Job], test_jobs: Sequence[Job],
                    truth: SpeedModel, workdir: Path, hp: Hyper, *, baselines: Sequence[str],
                    ablations: dict[str, Ablation] | None = None, seed: int = 0, log=print,
-                   max_samples: int = 30000) -> ExperimentResult:
-    samples = record(nodes, train_jobs, truth, RECORD_POLICIES, seed)
-    if len(samples) > max_samples:  # keep an even spread over time and policies
-        samples = samples[:: len(samples) // max_samples + 1]
+                   max_samples: int = 30000, rounds: int = 2) -> ExperimentResult:
+    """``rounds`` > 1 runs the production loop: the trained policy runs the training trace (as it
+    would run live), its logged speeds join the store, and the model is retrained on all of them.
+    A policy trained against a fitted model finds where that model is wrong; logging its own
+    placements is what corrects the model there."""
+    base = _thin(record(nodes, train_jobs, truth, RECORD_POLICIES, seed), max_samples)
     unseen = record(nodes, test_jobs, truth, ("slurm-default", "random"), seed + 100)
     variants = {"learned": Ablation(), **(ablations or {})}
-    models, seconds, deployed = {}, {}, {}
-    report = None
+    models, seconds, deployed, validation = {}, {}, {}, {}
+    report, samples = None, base
     for name, ablation in variants.items():
-        log(f"training {name} on {len(samples)} samples")
-        report = train(samples, nodes, train_jobs, hp, ablation, log=log)
-        meta = {"ablation": vars(ablation), "teacher": report.teacher,
-                "speed_model": {"holdout_mape": report.speed_metrics["holdout_mape"], "samples": len(samples)},
-                "best_validation_jct": report.best_validation_jct, "train_seconds": round(report.seconds, 1),
-                "deploy": report.deploy, "curve": report.curve}
-        models[name] = checkpoint.save(Path(workdir) / name, report.policy, report.speed, report.schema, hp, meta)
-        seconds[name] = report.seconds
+        samples, seconds[name] = list(base), 0.0
+        for r in range(rounds):
+            log(f"training {name} (round {r + 1}/{rounds}) on {len(samples)} samples")
+            report = train(samples, nodes, train_jobs, hp, ablation, log=log)
+            models[name] = _save(Path(workdir) / name, report, ablation, hp, len(samples), r + 1)
+            seconds[name] += report.seconds
+            if r + 1 < rounds:
+                samples += _thin(record_policy(nodes, train_jobs, truth, models[name], seed + 10 + r),
+                                 max_samples // 2)
         deployed[name] = report.deploy
+        validation[name] = {"network": report.best_validation_jct,
+                            "teacher": report.teacher_scores[report.teacher]}
     mape = LearnedSpeedModel(report.speed, report.schema).mape(unseen) if report else float("nan")
     results = compare(nodes, test_jobs, truth, list(baselines), seed=seed)
     for name, directory in models.items():
-        learned = compare(nodes, test_jobs, truth, ["learned"], seed=seed, model_dir=directory)["learned"]
-        results[name] = learned
-    return ExperimentResult(results, mape, seconds, len(samples), report.teacher if report else "", deployed)
+        results[name] = compare(nodes, test_jobs, truth, ["learned"], seed=seed, model_dir=directory)["learned"]
+    return ExperimentResult(results, mape, seconds, len(samples), report.teacher if report else "",
+                            deployed, validation)
+
+
+def record_policy(nodes, jobs, truth, model_dir: Path, seed: int, noise: float = 0.02) -> list[SpeedSample]:
+    """Speeds logged while the trained policy places the jobs (its own placements)."""
+    samples: list[SpeedSample] = []
+    Simulation(nodes, jobs, build_advisor("learned", truth, model_dir), truth, seed=seed,
+               recorder=samples.extend, sample_noise=noise).run()
+    return samples
+
+
+def _thin(samples: list[SpeedSample], most: int) -> list[SpeedSample]:
+    """At most ``most`` samples, evenly spread over time and policies."""
+    return samples[:: len(samples) // most + 1] if len(samples) > most else samples
+
+
+def _save(directory: Path, report, ablation: Ablation, hp: Hyper, n_samples: int, rounds: int) -> Path:
+    meta = {"ablation": vars(ablation), "teacher": report.teacher, "rounds": rounds,
+            "speed_model": {"holdout_mape": report.speed_metrics["holdout_mape"], "samples": n_samples},
+            "best_validation_jct": report.best_validation_jct, "train_seconds": round(report.seconds, 1),
+            "deploy": report.deploy, "curve": report.curve}
+    return checkpoint.save(directory, report.policy, report.speed, report.schema, hp, meta)
