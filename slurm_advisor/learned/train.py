@@ -57,10 +57,17 @@ class TrainReport:
     seconds: float = 0.0
     deploy: str = "network"  # or the teacher's name when the network did not beat it
 
+    judge_scores: dict[str, float] = field(default_factory=dict)  # network and teacher under the judge
+
     def promotion(self, margin: float) -> str:
-        """Deploy the network only if it beats its teacher by ``margin`` under the fitted model."""
+        """Deploy the network only if it beats its teacher by ``margin`` under the fitted model
+        *and* under the independently fitted judge: RL learns to please the model it trains
+        against, errors included; a second model with other errors is far harder to fool."""
         teacher_jct = self.teacher_scores[self.teacher]
-        return "network" if self.best_validation_jct < teacher_jct * (1 - margin) else self.teacher
+        wins = self.best_validation_jct < teacher_jct * (1 - margin)
+        if self.judge_scores:
+            wins = wins and self.judge_scores["network"] < self.judge_scores["teacher"] * (1 - margin)
+        return "network" if wins else self.teacher
 
 
 def window(jobs: Sequence[Job], start: int, n: int) -> list[Job]:
@@ -103,12 +110,25 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
     if ablation.warm_start:
         anchor = _warm_start(net, episodes, make_policy(teacher), hp, log)
     _reinforce(net, episodes, validation, teacher, ablation, report, bar, anchor)
+    report.judge_scores = _judge(net, make_policy(teacher), samples, nodes, validation, schema, hp)
     report.deploy = report.promotion(hp.promote_margin)
     curve = " ".join(f"{c['validation_jct'] / 3600:.1f}" for c in report.curve if c["validation_jct"] is not None)
     log(f"validation avg JCT (h) by episode: {curve}; kept {report.best_validation_jct / 3600:.1f} "
-        f"(teacher {scores[teacher] / 3600:.1f}); deploys: {report.deploy}")
+        f"(teacher {scores[teacher] / 3600:.1f}); independent judge: network "
+        f"{report.judge_scores['network'] / 3600:.1f}, teacher {report.judge_scores['teacher'] / 3600:.1f}; "
+        f"deploys: {report.deploy}")
     report.seconds = time.time() - started
     return report
+
+
+def _judge(net: PolicyNet, teacher: Policy, samples, nodes, validation: list[Job], schema: FeatureSchema,
+           hp: Hyper) -> dict[str, float]:
+    """Replay the training trace under a second speed model fitted from another seed and split."""
+    judge_net, _ = fit_speed_model(samples, schema, replace(hp, seed=hp.seed + 1))
+    judge = LearnedSpeedModel(judge_net, schema)
+    network = LearnedPolicy(net, schema, mode="greedy")
+    return {"network": avg_jct(simulate(nodes, validation, network, judge, hp.seed)),
+            "teacher": avg_jct(simulate(nodes, validation, teacher, judge, hp.seed))}
 
 
 def pick_teacher(scores: dict[str, float], margin: float = 0.02) -> str:

@@ -101,3 +101,16 @@ def test_teacher_is_slurm_default_unless_another_is_clearly_better() -> None:
     from slurm_advisor.learned.train import pick_teacher
     assert pick_teacher({"slurm-default": 101.0, "pack": 100.0, "spread": 150.0}) == "slurm-default"
     assert pick_teacher({"slurm-default": 120.0, "pack": 100.0, "spread": 150.0}) == "pack"
+
+
+def test_promotion_needs_both_the_fitted_model_and_the_judge() -> None:
+    from slurm_advisor.learned.train import TrainReport
+    report = TrainReport(None, None, None, {}, "slurm-default", {"slurm-default": 100.0},
+                         best_validation_jct=80.0)
+    assert report.promotion(0.03) == "network"  # no judge: the fitted model decides
+    report.judge_scores = {"network": 99.0, "teacher": 100.0}
+    assert report.promotion(0.03) == "slurm-default"  # the judge sees no clear win
+    report.judge_scores = {"network": 90.0, "teacher": 100.0}
+    assert report.promotion(0.03) == "network"
+    report.best_validation_jct = 99.0
+    assert report.promotion(0.03) == "slurm-default"  # the fitted model sees no clear win
