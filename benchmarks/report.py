@@ -17,6 +17,8 @@ def quality(data: dict) -> list[str]:
     lines = ["| setting | " + " | ".join(POLICIES) + " | learned vs slurm-default | learned vs best baseline | deployed |",
              "|---|" + "---|" * (len(POLICIES) + 3)]
     for key, s in data["settings"].items():
+        if key.startswith("ablations:"):
+            continue
         rows = s["policies"]
         ref = rows["slurm-default"]["avg_jct"]
         best = min(v["avg_jct"] for k, v in rows.items() if k in POLICIES[:5])

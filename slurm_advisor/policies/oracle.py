@@ -50,7 +50,7 @@ class OraclePolicy:
         touched = ColocationIndex(after).neighbours(after[-1])
         before = self.truth.speeds(snapshot.nodes, snapshot.running, touched) if touched else {}
         now = self.truth.speeds(snapshot.nodes, after, touched | {job.id})
-        harm = sum(1.0 - now[j] / before[j] for j in touched)
+        harm = sum(1.0 - now[j] / before[j] for j in sorted(touched))  # sorted: float sums must not follow hash order
         return now[job.id] / self._isolated(job) - harm
 
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:

@@ -189,7 +189,7 @@ class GavelSpeedModel:
             worst = 1.0
             for node in placed_on:
                 f = 1.0
-                for other in index.jobs_on.get(node, ()):
+                for other in sorted(index.jobs_on.get(node, ())):  # a product in hash order would vary by process
                     if other != rj.job.id:
                         f *= self.factor(me, keys[other])
                 worst = min(worst, f)
