@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--offered-load", type=float, default=OFFERED_LOAD)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a hyperparameter (learned/hyper.py), e.g. --set reward=local-progress")
+                    help="override a hyperparameter (learned/hyper.py), e.g. --set reward=jobs-in-system")
     args = ap.parse_args(argv)
     hp = Hyper(seed=args.seed)
     for item in args.set:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Role, TaskAssignment
 from slurm_advisor.learned.features import CPU, GPU, MEM, FeatureSchema, NodeLoad, job_vector
@@ -71,21 +70,17 @@ class LearnedPolicy:
         return placed if placed is not None else None
 
     def _choose(self, nodes, glob, mask, rng: np.random.Generator) -> int:
-        logits = self.scorer.logits(nodes, glob, mask).astype(np.float64)
+        logits = self.scorer.logits(nodes, glob, mask)
         if self.mode == "greedy":
             return int(np.argmax(logits))
-        z = np.exp(logits - logits.max())
-        return int(rng.choice(len(z), p=z / z.sum()))
+        return int(rng.choice(len(logits), p=_softmax(logits)))
 
-    @torch.no_grad()
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
         """Probability of each node for the job's first task."""
         state = _PlacementState(snapshot, job, self.schema)
         nodes, glob, mask = state.features(job.roles()[0], 0)
-        logits, _ = self.net(torch.from_numpy(nodes)[None], torch.from_numpy(glob)[None],
-                             torch.from_numpy(mask)[None])
-        probs = torch.softmax(logits[0], dim=0).tolist()
-        return {name: round(p, 4) for name, p in zip(state.names, probs)}
+        probs = _softmax(self.scorer.logits(nodes, glob, mask))
+        return {name: round(float(p), 4) for name, p in zip(state.names, probs)}
 
 
 class _PlacementState:
@@ -156,3 +151,8 @@ def _ranks(mask: np.ndarray, free_gpu_share: np.ndarray) -> tuple[np.ndarray, np
         order = feasible[np.argsort(free_gpu_share[feasible], kind="stable")]
         rank[order] = np.arange(len(order)) / max(1, len(order) - 1)
     return first, rank, mask.astype(np.float64)
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    z = np.exp(logits.astype(np.float64) - logits.max())
+    return z / z.sum()

@@ -14,13 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slurm_advisor.advisor import Advisor
 from slurm_advisor.domain import Job, Node, SpeedSample
 from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.speed_model import LearnedSpeedModel
 from slurm_advisor.learned.train import Ablation, train
-from slurm_advisor.policies import make_policy
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.metrics import SimResult
 from slurm_advisor.sim.runner import build_advisor, compare
@@ -41,10 +39,11 @@ class ExperimentResult:
 
 
 def record(nodes: Sequence[Node], jobs: Sequence[Job], truth: SpeedModel, policies: Sequence[str],
-           seed: int, noise: float = 0.02) -> list[SpeedSample]:
+           seed: int, noise: float = 0.02, model_dir: Path | None = None) -> list[SpeedSample]:
+    """Speeds logged while each policy runs the jobs (``model_dir``: the learned policy's model)."""
     samples: list[SpeedSample] = []
     for i, name in enumerate(policies):
-        advisor = Advisor(make_policy(name))
+        advisor = build_advisor(name, truth, model_dir)
         Simulation(nodes, jobs, advisor, truth, seed=seed + i, recorder=samples.extend, sample_noise=noise).run()
     return samples
 
@@ -70,7 +69,7 @@ def run_experiment(nodes: Sequence[Node], train_jobs: Sequence[Job], test_jobs: 
             models[name] = _save(Path(workdir) / name, report, ablation, hp, len(samples), r + 1)
             seconds[name] += report.seconds
             if r + 1 < rounds:
-                samples += _thin(record_policy(nodes, train_jobs, truth, models[name], seed + 10 + r),
+                samples += _thin(record(nodes, train_jobs, truth, ["learned"], seed + 10 + r, model_dir=models[name]),
                                  max_samples // 2)
         deployed[name] = report.deploy
         validation[name] = {"network": report.best_validation_jct,
@@ -81,14 +80,6 @@ def run_experiment(nodes: Sequence[Node], train_jobs: Sequence[Job], test_jobs: 
         results[name] = compare(nodes, test_jobs, truth, ["learned"], seed=seed, model_dir=directory)["learned"]
     return ExperimentResult(results, mape, seconds, len(samples), report.teacher if report else "",
                             deployed, validation)
-
-
-def record_policy(nodes, jobs, truth, model_dir: Path, seed: int, noise: float = 0.02) -> list[SpeedSample]:
-    """Speeds logged while the trained policy places the jobs (its own placements)."""
-    samples: list[SpeedSample] = []
-    Simulation(nodes, jobs, build_advisor("learned", truth, model_dir), truth, seed=seed,
-               recorder=samples.extend, sample_noise=noise).run()
-    return samples
 
 
 def _thin(samples: list[SpeedSample], most: int) -> list[SpeedSample]:

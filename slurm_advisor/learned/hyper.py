@@ -26,8 +26,7 @@ class Hyper:
     value_weight: float = 0.5        # critic loss weight
     gamma: float = 0.99              # discount per reward interval
     reward_interval_s: float = 3600.0  # Harmony's interval: progress is summed per interval
-    reward: str = "progress"         # "progress" (Harmony), "local-progress" (same, only the jobs a
-    #                                  decision touches) or "jobs-in-system" (Little's law, = avg JCT)
+    reward: str = "progress"         # "progress" (Harmony) or "jobs-in-system" (Little's law, = avg JCT)
     minibatch: int = 256             # decisions per gradient step
     updates_per_episode: int = 8     # gradient steps drawn from the replay buffer per episode
     replay_size: int = 8192          # FIFO experience replay (DL2's default)

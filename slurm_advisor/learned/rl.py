@@ -31,40 +31,6 @@ def discounted_returns(decision_times: np.ndarray, progress: Sequence[tuple[str,
     return _discounted_integral(decision_times, seg[:, 0], seg[:, 1], rate, gamma, interval)
 
 
-def local_progress_returns(decision_times: np.ndarray, decision_jobs: Sequence[str],
-                           progress: Sequence[tuple[str, float, float, float]], records: Sequence,
-                           gamma: float, interval: float) -> np.ndarray:
-    """Harmony's progress return restricted to the jobs a decision touches: the placed job and
-    every job that shared a node with it while it ran. Summing over all running jobs buries one
-    placement's effect under everyone else's progress; this keeps the same objective's terms
-    that the decision can change (its own speed and its neighbours' interference)."""
-    by_job: dict[str, list] = {}
-    for seg in progress:
-        by_job.setdefault(seg[0], []).append(seg)
-    touched = _touched(records)
-    out = np.zeros(len(decision_times))
-    for job_id in set(decision_jobs):
-        idx = [i for i, j in enumerate(decision_jobs) if j == job_id]
-        segs = [s for k in touched.get(job_id, {job_id}) for s in by_job.get(k, ())]
-        out[idx] = discounted_returns(decision_times[idx], segs, gamma, interval)
-    return out
-
-
-def _touched(records: Sequence) -> dict[str, set[str]]:
-    """job -> itself and the jobs that shared a node with it while both ran."""
-    out = {r.job_id: {r.job_id} for r in records}
-    by_node: dict[str, list] = {}
-    for r in records:
-        for n in r.nodes:
-            by_node.setdefault(n, []).append(r)
-    for rs in by_node.values():
-        for a in rs:
-            for b in rs:
-                if a.start < b.end and b.start < a.end:
-                    out[a.job_id].add(b.job_id)
-    return out
-
-
 def jobs_in_system_returns(decision_times: np.ndarray, spans: Sequence[tuple[float, float]],
                            gamma: float, interval: float) -> np.ndarray:
     """Little's law: the sum of JCTs is the integral of the number of jobs in the system, so

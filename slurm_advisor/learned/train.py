@@ -26,7 +26,6 @@ from slurm_advisor.learned.rl import (
     discounted_returns,
     imitation_step,
     jobs_in_system_returns,
-    local_progress_returns,
 )
 from slurm_advisor.learned.speed_model import LearnedSpeedModel, SpeedNet, fit_speed_model
 from slurm_advisor.policies import make_policy
@@ -90,6 +89,9 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
           ablation: Ablation | None = None, log: Callable[[str], None] = print, bar=None) -> TrainReport:
     ablation = ablation or Ablation()
     started = time.time()
+    # Small networks and minibatches: extra threads only add overhead (and set once, here, at
+    # the entry point, not as a side effect of importing the package).
+    torch.set_num_threads(1)
     torch.manual_seed(hp.seed)
     rng = np.random.default_rng(hp.seed)
     schema = FeatureSchema()
@@ -156,10 +158,7 @@ class _Episodes:
         policy = LearnedPolicy(net, self.schema, mode="sample", explorers=explorers, explore_prob=explore_prob)
         result = simulate(self.nodes, jobs, policy, self.fitted, int(self.rng.integers(1 << 30)), log_progress=True)
         times = np.array([d.time for d in policy.decisions])
-        if self.hp.reward == "local-progress":
-            returns = local_progress_returns(times, [d.job_id for d in policy.decisions], result.progress,
-                                             result.records, self.hp.gamma, self.hp.reward_interval_s)
-        elif self.hp.reward == "jobs-in-system":
+        if self.hp.reward == "jobs-in-system":
             spans = [(r.submit, r.end) for r in result.records]
             returns = jobs_in_system_returns(times, spans, self.hp.gamma, self.hp.reward_interval_s)
         else:

@@ -47,6 +47,17 @@ def whole_job_on_one_node(snapshot: ClusterSnapshot, job: Job, order: list[str])
     return None
 
 
+def best_fitting(score: Callable[[Mapping[str, Resources], ClusterSnapshot, Resources, str], float],
+                 highest: bool = True) -> Chooser:
+    """A chooser: the node with room whose ``score(free, snapshot, demand, node)`` is highest
+    (or lowest); ties go to the earlier node in Slurm's order."""
+    def choose(free, snap, job, role, _placed):
+        demand = job.demand(role)
+        key = (lambda n: score(free, snap, demand, n)) if highest else (lambda n: -score(free, snap, demand, n))
+        return max(fitting(free, snap, demand), key=key, default=None)
+    return choose
+
+
 def fitting(free: Mapping[str, Resources], snapshot: ClusterSnapshot, demand: Resources) -> list[str]:
     """Nodes (in Slurm order) with room for one task of ``demand``."""
     return [n.name for n in snapshot.nodes if demand.fits_in(free[n.name])]

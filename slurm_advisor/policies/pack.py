@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
-from slurm_advisor.policies.base import fitting, free_share, place_task_by_task, whole_job_on_one_node
+from slurm_advisor.policies.base import best_fitting, free_share, place_task_by_task, whole_job_on_one_node
 
 
 class PackPolicy:
@@ -16,9 +16,11 @@ class PackPolicy:
         scores = self.score_nodes(snapshot, job)
         fullest_first = sorted(scores, key=lambda n: -scores[n])
         return whole_job_on_one_node(snapshot, job, fullest_first) or place_task_by_task(
-            snapshot, job, lambda free, snap, j, role, _: min(
-                fitting(free, snap, j.demand(role)),
-                key=lambda n: free_share(free[n] - j.demand(role), snap.node(n).capacity), default=None))
+            snapshot, job, best_fitting(_room_left, highest=False))
 
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
         return {n.name: 1.0 - free_share(snapshot.free[n.name], n.capacity) for n in snapshot.nodes}
+
+
+def _room_left(free, snap, demand, node) -> float:
+    return free_share(free[node] - demand, snap.node(node).capacity)

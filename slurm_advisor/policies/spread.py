@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
-from slurm_advisor.policies.base import fitting, free_share, place_task_by_task
+from slurm_advisor.policies.base import best_fitting, free_share, place_task_by_task
 
 
 class SpreadPolicy:
@@ -13,9 +13,8 @@ class SpreadPolicy:
 
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator | None = None
               ) -> Placement | None:
-        return place_task_by_task(snapshot, job, lambda free, snap, j, role, _: max(
-            fitting(free, snap, j.demand(role)),
-            key=lambda n: free_share(free[n], snap.node(n).capacity), default=None))
+        return place_task_by_task(snapshot, job, best_fitting(
+            lambda free, snap, demand, n: free_share(free[n], snap.node(n).capacity)))
 
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
         return {n.name: free_share(snapshot.free[n.name], n.capacity) for n in snapshot.nodes}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources
-from slurm_advisor.policies.base import fitting, place_task_by_task
+from slurm_advisor.policies.base import best_fitting, place_task_by_task
 
 
 def alignment(demand: Resources, free: Resources, capacity: Resources) -> float:
@@ -19,9 +19,8 @@ class TetrisPolicy:
 
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator | None = None
               ) -> Placement | None:
-        return place_task_by_task(snapshot, job, lambda free, snap, j, role, _: max(
-            fitting(free, snap, j.demand(role)),
-            key=lambda n: alignment(j.demand(role), free[n], snap.node(n).capacity), default=None))
+        return place_task_by_task(snapshot, job, best_fitting(
+            lambda free, snap, demand, n: alignment(demand, free[n], snap.node(n).capacity)))
 
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
         demand = job.demand(job.roles()[0])

@@ -16,6 +16,7 @@ import numpy as np
 
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Resources, RunningJob, SpeedSample
+from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.backfill import Reservation, reserve
 from slurm_advisor.sim.metrics import JobRecord, SimResult
 from slurm_advisor.speedmodels.base import SpeedModel
@@ -72,7 +73,6 @@ class Simulation:
 
     def _admissible(self, jobs: Sequence[Job]) -> tuple[list[Job], tuple[str, ...]]:
         """Jobs that could run on the empty cluster; the rest are reported, not simulated."""
-        from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
         ok, skipped, fits_cache = [], [], {}
         for job in jobs:
             key = (job.num_ps, job.num_workers, job.ps_demand, job.worker_demand)
@@ -120,7 +120,7 @@ class Simulation:
         job = rj.job
         self._records.append(JobRecord(job.id, job.type, job.submit_time, rj.start_time, now,
                                        job.iterations / self.isolated(job), len(rj.placement.nodes()),
-                                       job.total_demand().gpus, rj.placement.nodes()))
+                                       job.total_demand().gpus))
         return neighbours | {job_id}  # the finished id is dropped in _update_speeds
 
     def _neighbours(self, rj: RunningJob) -> set[str]:

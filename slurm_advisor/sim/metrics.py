@@ -16,7 +16,6 @@ class JobRecord:
     isolated_runtime: float  # the job's run time alone, consolidated, under the same truth
     num_nodes: int
     gpus: int
-    nodes: tuple[str, ...] = ()  # where it ran
 
     @property
     def jct(self) -> float:
