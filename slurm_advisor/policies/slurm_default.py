@@ -7,6 +7,8 @@ node order. It knows nothing of contention or traffic.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources
@@ -22,6 +24,8 @@ class SlurmDefaultPolicy:
         single = whole_job_on_one_node(snapshot, job, order)
         if single is not None:
             return single
+        if not _room_for_each_role(snapshot, job):
+            return None  # no placement exists: spare the two placement attempts below
         chosen = set(fewest_nodes(snapshot, job, order))
         return (place_task_by_task(snapshot, job, _first_fit([n for n in order if n in chosen]))
                 or place_task_by_task(snapshot, job, _first_fit(order)))
@@ -46,8 +50,23 @@ def fewest_nodes(snapshot: ClusterSnapshot, job: Job, order: list[str]) -> list[
 
 def task_slots(free: Resources, job: Job) -> int:
     """How many of the job's tasks (in task order: PS, then workers) one node could take."""
-    ps = _how_many(free, job.ps_demand, job.num_ps)
-    return ps + _how_many(free - job.ps_demand.times(ps), job.worker_demand, job.num_workers)
+    return _task_slots(free, job.ps_demand, job.num_ps, job.worker_demand, job.num_workers)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _task_slots(free: Resources, ps_demand: Resources, num_ps: int, worker_demand: Resources,
+                num_workers: int) -> int:
+    # Cached: the scheduler asks this per node on every attempt, and free capacities repeat.
+    ps = _how_many(free, ps_demand, num_ps)
+    return ps + _how_many(free - ps_demand.times(ps), worker_demand, num_workers)
+
+
+def _room_for_each_role(snapshot: ClusterSnapshot, job: Job) -> bool:
+    """A necessary condition for any placement: the PS tasks fit the cluster's nodes on their
+    own, and so do the workers."""
+    return all(sum(_how_many(free, demand, count) for free in snapshot.free.values()) >= count
+               for demand, count in ((job.ps_demand, job.num_ps), (job.worker_demand, job.num_workers))
+               if count)
 
 
 def _how_many(free: Resources, demand: Resources, limit: int) -> int:

@@ -88,15 +88,19 @@ class Simulation:
         while self._events:
             now = self._events[0][0]
             touched: set[str] = set()
+            changed = False  # stale finish events (superseded by a speed change) change nothing
             while self._events and self._events[0][0] == now:
                 _, kind, _, job_id, version = heapq.heappop(self._events)
                 if kind == _ARRIVE:
                     self._queue.append(by_id[job_id])
                     self._fresh.add(job_id)
+                    changed = True
                 elif self._progress.get(job_id) and self._progress[job_id].version == version:
                     touched |= self._finish(job_id, now)
-            touched |= self._schedule(now)
-            self._update_speeds(touched, now)
+                    changed = True
+            if changed:
+                touched |= self._schedule(now)
+                self._update_speeds(touched, now)
         return SimResult(self.advisor.policy.name, tuple(self._records),
                          sum(n.gpus for n in self.snapshot.nodes), self.skipped, self.fallbacks,
                          tuple(self._log))
@@ -139,7 +143,8 @@ class Simulation:
             # Nothing finished since the last pass: every job seen then is still stuck (free
             # capacity only shrank, shadow times only moved later), so only arrivals are tried.
             reservation = _LazyReservation(lambda head=self._queue[0]: self._reserve(head))
-            candidates = [j for j in candidates if j.id in self._fresh]
+            # Arrivals are appended, so the fresh jobs are the queue's tail.
+            candidates = self._queue[max(0, len(self._queue) - len(self._fresh)):self.backfill_depth]
         self._freed, self._fresh = False, set()
         for job in list(candidates):
             if not job.total_demand().fits_in(self._free_total()):
@@ -181,7 +186,8 @@ class Simulation:
         return reserve(job, self._free_total(), ends)
 
     def _start(self, job: Job, placement: Placement, now: float) -> set[str]:
-        self._queue.remove(job)
+        # By identity: list.remove would compare whole Job dataclasses field by field.
+        del self._queue[next(i for i, queued in enumerate(self._queue) if queued is job)]
         self.snapshot = self.snapshot.with_job(job, placement, now)
         self._free = self._free - job.total_demand()
         rj = self.snapshot.running[-1]

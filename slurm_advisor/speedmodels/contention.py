@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from slurm_advisor.domain import Node, Role, RunningJob
+from slurm_advisor.domain import Node, RunningJob
 from slurm_advisor.domain.jobtypes import JobTypeProfile, profile_for, reference_speed
 from slurm_advisor.speedmodels.base import select
 
@@ -50,15 +50,18 @@ class ContentionSpeedModel:
     def __init__(self, params: ContentionParams | None = None):
         self.p = params or ContentionParams()
         self._profiles: dict[tuple, JobTypeProfile] = {}
-        self._usages: dict[tuple, tuple[float, float, float]] = {}
+        self._usages_by_type: dict[tuple, tuple[tuple[float, float, float], ...]] = {}
 
     def speeds(self, nodes: Sequence[Node], running: Sequence[RunningJob],
                only: Collection[str] | None = None) -> dict[str, float]:
         switch_of = {n.name: n.switch for n in nodes}
-        load = self._node_loads(running)
+        targets = select(running, only)
+        # Only the nodes the asked-for jobs use need a load: the simulator asks for a few jobs
+        # at a time, with their neighbours (which span further nodes) as context.
+        needed = None if only is None else {n for rj in targets for n in rj.placement.nodes()}
+        load = self._node_loads(running, needed)
         nic_users = _nic_users(running)
-        return {rj.job.id: 1.0 / self._iteration_time(rj, load, nic_users, switch_of)
-                for rj in select(running, only)}
+        return {rj.job.id: 1.0 / self._iteration_time(rj, load, nic_users, switch_of) for rj in targets}
 
     def profile(self, rj: RunningJob) -> JobTypeProfile:
         job = rj.job
@@ -67,49 +70,51 @@ class ContentionSpeedModel:
             self._profiles[key] = profile_for(job.type, job.model_size_mb, job.batch_size)
         return self._profiles[key]
 
-    def _node_loads(self, running: Sequence[RunningJob]) -> dict[str, tuple[float, float, float]]:
-        """Summed CPU, memory-bandwidth and PCIe use of all tasks on each node."""
+    def _node_loads(self, running: Sequence[RunningJob], needed: set[str] | None = None
+                    ) -> dict[str, tuple[float, float, float]]:
+        """Summed CPU, memory-bandwidth and PCIe use of all tasks on each node (of ``needed``)."""
         loads: dict[str, tuple[float, float, float]] = {}
         for rj in running:
-            ps_u, w_u = self._usage(rj, Role.PS), self._usage(rj, Role.WORKER)
+            ps_u, w_u = self._usages(rj)
             for node, n_ps, n_w in rj.placement.per_node():
+                if needed is not None and node not in needed:
+                    continue
                 c, m, p = loads.get(node, (0.0, 0.0, 0.0))
                 loads[node] = (c + n_ps * ps_u[0] + n_w * w_u[0], m + n_ps * ps_u[1] + n_w * w_u[1],
                                p + n_ps * ps_u[2] + n_w * w_u[2])
         return loads
 
-    def _usage(self, rj: RunningJob, role: Role) -> tuple[float, float, float]:
+    def _usages(self, rj: RunningJob) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+        """(PS, worker) share of a node's CPU, memory bandwidth and PCIe that one task uses."""
         job = rj.job
-        key = (job.type, job.model_size_mb, job.batch_size, role)
-        usage = self._usages.get(key)
-        if usage is None:
+        key = (job.type, job.model_size_mb, job.batch_size)
+        usages = self._usages_by_type.get(key)
+        if usages is None:
             prof = self.profile(rj)
-            if role is Role.PS:  # a PS is CPU and memory-bandwidth work, no GPU traffic
-                usage = (0.5 * prof.cpu + 0.05, prof.membw, 0.0)
-            else:
-                usage = (prof.cpu, prof.membw, prof.pcie)
-            self._usages[key] = usage
-        return usage
+            # A PS is CPU and memory-bandwidth work, no GPU traffic.
+            usages = ((0.5 * prof.cpu + 0.05, prof.membw, 0.0), (prof.cpu, prof.membw, prof.pcie))
+            self._usages_by_type[key] = usages
+        return usages
 
-    def _interference(self, rj: RunningJob, role: Role, node: str,
-                      load: dict[str, tuple[float, float, float]]) -> float:
-        u = self._usage(rj, role)
-        total = load[node]
-        others = [max(0.0, total[i] - u[i]) for i in range(3)]
+    def _interference(self, u: tuple[float, float, float], total: tuple[float, float, float]) -> float:
+        """Slowdown of a task using ``u`` on a node whose tasks use ``total`` (itself included)."""
         p = self.p
-        slow = 1.0 + p.k_cpu * u[0] * others[0] + p.k_membw * u[1] * others[1] + p.k_pcie * u[2] * others[2]
+        slow = (1.0 + p.k_cpu * u[0] * max(0.0, total[0] - u[0])
+                + p.k_membw * u[1] * max(0.0, total[1] - u[1])
+                + p.k_pcie * u[2] * max(0.0, total[2] - u[2]))
         return slow * max(1.0, total[0])
 
     def _iteration_time(self, rj: RunningJob, load, nic_users, switch_of: dict[str, str | None]) -> float:
         prof = self.profile(rj)
+        ps_u, w_u = self._usages(rj)
         compute = 1.0 / reference_speed(prof)
         worst = 0.0
         ps_worst = 0.0
         for node, n_ps, n_w in rj.placement.per_node():  # tasks of one role on a node are alike
             if n_w:
-                worst = max(worst, compute * self._interference(rj, Role.WORKER, node, load))
+                worst = max(worst, compute * self._interference(w_u, load[node]))
             if n_ps:
-                ps_worst = max(ps_worst, self._interference(rj, Role.PS, node, load))
+                ps_worst = max(ps_worst, self._interference(ps_u, load[node]))
         comm = self._comm_time(rj, prof, nic_users, switch_of)
         ps_update = 0.0
         if rj.job.num_ps:
