@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
-from slurm_advisor.policies.base import Policy
+from slurm_advisor.policies.base import Hold, Policy
 
 
 class SpeedPredictor(Protocol):
@@ -31,6 +31,7 @@ class Advice:
     reason: str = ""
     node_scores: Mapping[str, float] = field(default_factory=dict)
     predicted_speed: float | None = None
+    held: bool = False                # the policy chose to wait for a better placement
 
 
 class Advisor:
@@ -43,6 +44,8 @@ class Advisor:
 
     def advise(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Advice:
         placement, reason = self._propose(snapshot, job, rng)
+        if isinstance(placement, Hold):  # a deliberate wait: the fallback must not undo it
+            return Advice(job.id, None, self.policy.name, False, placement.reason, held=True)
         decided_by, used_fallback = self.policy.name, False
         if placement is None and self.fallback is not None:
             placement = self.fallback.place(snapshot, job, rng)
@@ -56,8 +59,10 @@ class Advisor:
                       self.policy.score_nodes(snapshot, job) if self.explain else {},
                       self._predict(snapshot, job, placement))
 
-    def _propose(self, snapshot, job, rng) -> tuple[Placement | None, str]:
+    def _propose(self, snapshot, job, rng) -> tuple[Placement | Hold | None, str]:
         placement = self.policy.place(snapshot, job, rng)
+        if isinstance(placement, Hold):
+            return placement, placement.reason
         if placement is None:
             return None, f"{self.policy.name} found no placement"
         if not _valid(snapshot, job, placement):

@@ -116,3 +116,12 @@ def test_explain_with_a_real_policy_scores_every_node() -> None:
     assert advice.placement == Placement.of(JOB, ["n2", "n2", "n2"])
     assert set(advice.node_scores) == {"n1", "n2"}
     assert advice.node_scores["n1"] > advice.node_scores["n2"]
+
+
+def test_a_hold_is_a_deliberate_wait_that_the_fallback_does_not_overrule() -> None:
+    from slurm_advisor.policies.base import Hold
+    fallback = Fixed(Placement.of(JOB, ["n2", "n2", "n2"]), name="fallback")
+    advice = Advisor(Fixed(Hold("waits for n2")), fallback=fallback).advise(snap(), JOB, RNG)
+    assert advice.placement is None and advice.held and not advice.fallback
+    assert advice.reason == "waits for n2" and advice.policy == "fixed"
+    assert fallback.calls == 0

@@ -71,9 +71,11 @@ def run_experiment(nodes: Sequence[Node], train_jobs: Sequence[Job], test_jobs: 
             if r + 1 < rounds:
                 samples += _thin(record(nodes, train_jobs, truth, ["learned"], seed + 10 + r, model_dir=models[name]),
                                  max_samples // 2)
-        deployed[name] = report.deploy
+        deployed[name] = report.deploy + (f" (patience {report.patience})" if report.patience else "")
         validation[name] = {"network": report.best_validation_jct,
-                            "teacher": report.teacher_scores[report.teacher]}
+                            "teacher": report.teacher_scores[report.teacher],
+                            "chosen": report.candidates[report.chosen], "chosen_as": list(report.chosen),
+                            "judge": report.judge_scores}
     mape = LearnedSpeedModel(report.speed, report.schema).mape(unseen) if report else float("nan")
     results = compare(nodes, test_jobs, truth, list(baselines), seed=seed)
     for name, directory in models.items():
@@ -88,8 +90,7 @@ def _thin(samples: list[SpeedSample], most: int) -> list[SpeedSample]:
 
 
 def _save(directory: Path, report, ablation: Ablation, hp: Hyper, n_samples: int, rounds: int) -> Path:
-    meta = {"ablation": vars(ablation), "teacher": report.teacher, "rounds": rounds,
+    meta = {"ablation": vars(ablation), "rounds": rounds, **report.deployment_meta(),
             "speed_model": {"holdout_mape": report.speed_metrics["holdout_mape"], "samples": n_samples},
-            "best_validation_jct": report.best_validation_jct, "train_seconds": round(report.seconds, 1),
-            "deploy": report.deploy, "curve": report.curve}
+            "curve": report.curve}
     return checkpoint.save(directory, report.policy, report.speed, report.schema, hp, meta)

@@ -3,6 +3,8 @@
 Training records whether the network beat its teacher heuristic (under the fitted speed model,
 on the training trace). If it did not, the model directory deploys the teacher instead: the
 advisor never ships a policy that its own evaluation found worse than the rule it learned from.
+Either may hold jobs for a better placement (``patience``, see ``patience.py``) if training
+found that it pays.
 """
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import numpy as np
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
 from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.agent import LearnedPolicy
+from slurm_advisor.learned.patience import PatientPolicy
+from slurm_advisor.learned.speed_model import LearnedSpeedModel
 from slurm_advisor.policies.base import Policy
 
 
@@ -36,6 +40,8 @@ def load_learned_policy(model_dir: Path | None) -> Policy:
 
     ckpt = checkpoint.load(model_dir)
     deploy = ckpt.meta.get("deploy", "network")
-    if deploy != "network":
-        return GatedPolicy(make_policy(deploy))
-    return LearnedPolicy(ckpt.policy, ckpt.schema, mode="greedy")
+    inner = LearnedPolicy(ckpt.policy, ckpt.schema, mode="greedy") if deploy == "network" else make_policy(deploy)
+    patience = float(ckpt.meta.get("patience", 0.0))
+    if patience > 0:  # hold jobs by the fitted speed model's predictions, as training judged it
+        inner = PatientPolicy(inner, LearnedSpeedModel(ckpt.speed, ckpt.schema), patience)
+    return inner if deploy == "network" else GatedPolicy(inner)

@@ -30,8 +30,7 @@ def train_and_save(db_url: str, cluster: Path, trace: Path, out: Path, hp: Hyper
                        "trace": str(trace), "jobs": len(jobs)},
         "speed_model": {"holdout_mape": report.speed_metrics["holdout_mape"],
                         "samples": report.speed_metrics["samples"]},
-        "teacher": report.teacher, "teacher_validation_jct": report.teacher_scores, "deploy": report.deploy,
-        "best_validation_jct": report.best_validation_jct, "train_seconds": round(report.seconds, 1),
+        **report.deployment_meta(),
         "ablation": vars(ablation or Ablation()),
         "curve": [{k: v for k, v in c.items()} for c in report.curve],
     }

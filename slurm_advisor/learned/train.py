@@ -19,6 +19,7 @@ from slurm_advisor.domain import Job, Node, SpeedSample
 from slurm_advisor.learned.agent import Decision, LearnedPolicy
 from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.learned.patience import PATIENCE_LEVELS, PatientPolicy
 from slurm_advisor.learned.policy_net import PolicyNet
 from slurm_advisor.learned.rl import (
     Replay,
@@ -55,18 +56,34 @@ class TrainReport:
     best_validation_jct: float = float("inf")
     seconds: float = 0.0
     deploy: str = "network"  # or the teacher's name when the network did not beat it
+    patience: float = 0.0    # hold jobs whose predicted speed is below this share of alone (0: never)
+    # (proposer, patience) -> replayed avg JCT under the fitted model; proposer = network or teacher
+    candidates: dict[tuple[str, float], float] = field(default_factory=dict)
+    judge_scores: dict[str, float] = field(default_factory=dict)  # chosen and teacher under the judge
 
-    judge_scores: dict[str, float] = field(default_factory=dict)  # network and teacher under the judge
+    @property
+    def chosen(self) -> tuple[str, float]:
+        return min(self.candidates, key=self.candidates.get)
 
-    def promotion(self, margin: float) -> str:
-        """Deploy the network only if it beats its teacher by ``margin`` under the fitted model
-        *and* under the independently fitted judge: RL learns to please the model it trains
-        against, errors included; a second model with other errors is far harder to fool."""
+    def promotion(self, margin: float) -> tuple[str, float]:
+        """Deploy the best candidate only if it beats the plain teacher by ``margin`` under the
+        fitted model *and* under the independently fitted judge: RL learns to please the model
+        it trains against, errors included; a second model with other errors is far harder to
+        fool. Otherwise the plain teacher, which never holds a job."""
         teacher_jct = self.teacher_scores[self.teacher]
-        wins = self.best_validation_jct < teacher_jct * (1 - margin)
+        wins = self.candidates[self.chosen] < teacher_jct * (1 - margin)
         if self.judge_scores:
-            wins = wins and self.judge_scores["network"] < self.judge_scores["teacher"] * (1 - margin)
-        return "network" if wins else self.teacher
+            wins = wins and self.judge_scores["chosen"] < self.judge_scores["teacher"] * (1 - margin)
+        return self.chosen if wins else (self.teacher, 0.0)
+
+    def deployment_meta(self) -> dict:
+        """What the checkpoint's meta.json must say for the policy to load as it was judged."""
+        return {"teacher": self.teacher, "teacher_validation_jct": self.teacher_scores,
+                "deploy": self.deploy, "patience": self.patience,
+                "best_validation_jct": self.best_validation_jct,
+                "candidates_validation_jct": [{"proposer": p, "patience": k, "avg_jct": v}
+                                              for (p, k), v in self.candidates.items()],
+                "judge_validation_jct": self.judge_scores, "train_seconds": round(self.seconds, 1)}
 
 
 def window(jobs: Sequence[Job], start: int, n: int) -> list[Job]:
@@ -112,25 +129,48 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
     if ablation.warm_start:
         anchor = _warm_start(net, episodes, make_policy(teacher), hp, log)
     _reinforce(net, episodes, validation, teacher, ablation, report, bar, anchor)
-    report.judge_scores = _judge(net, make_policy(teacher), samples, nodes, validation, schema, hp)
-    report.deploy = report.promotion(hp.promote_margin)
+    report.candidates = _with_patience(net, teacher, report, fitted, nodes, validation, schema, hp)
+    report.judge_scores = _judge(net, teacher, report.chosen, fitted, samples, nodes, validation, schema, hp)
+    report.deploy, report.patience = report.promotion(hp.promote_margin)
     curve = " ".join(f"{c['validation_jct'] / 3600:.1f}" for c in report.curve if c["validation_jct"] is not None)
+    proposer, patience = report.chosen
     log(f"validation avg JCT (h) by episode: {curve}; kept {report.best_validation_jct / 3600:.1f} "
-        f"(teacher {scores[teacher] / 3600:.1f}); independent judge: network "
-        f"{report.judge_scores['network'] / 3600:.1f}, teacher {report.judge_scores['teacher'] / 3600:.1f}; "
-        f"deploys: {report.deploy}")
+        f"(teacher {scores[teacher] / 3600:.1f}); best with holding: {proposer} at patience {patience} "
+        f"{report.candidates[report.chosen] / 3600:.1f}; independent judge: that "
+        f"{report.judge_scores['chosen'] / 3600:.1f}, teacher {report.judge_scores['teacher'] / 3600:.1f}; "
+        f"deploys: {report.deploy} at patience {report.patience}")
     report.seconds = time.time() - started
     return report
 
 
-def _judge(net: PolicyNet, teacher: Policy, samples, nodes, validation: list[Job], schema: FeatureSchema,
-           hp: Hyper) -> dict[str, float]:
-    """Replay the training trace under a second speed model fitted from another seed and split."""
+def deployable(net: PolicyNet, schema: FeatureSchema, proposer: str, patience: float, speed) -> Policy:
+    """The policy as it would be deployed: the network or a heuristic, holding jobs per ``patience``."""
+    inner = LearnedPolicy(net, schema, mode="greedy") if proposer == "network" else make_policy(proposer)
+    return PatientPolicy(inner, speed, patience) if patience > 0 else inner
+
+
+def _with_patience(net, teacher: str, report: TrainReport, fitted, nodes, validation: list[Job],
+                   schema: FeatureSchema, hp: Hyper) -> dict[tuple[str, float], float]:
+    """Replay the training trace under the fitted model for the network and the teacher at every
+    patience level (patience 0 was already replayed: RL model selection and teacher choice)."""
+    out = {("network", 0.0): report.best_validation_jct, (teacher, 0.0): report.teacher_scores[teacher]}
+    for proposer in ("network", teacher):
+        for patience in PATIENCE_LEVELS:
+            if patience > 0:
+                policy = deployable(net, schema, proposer, patience, fitted)
+                out[(proposer, patience)] = avg_jct(simulate(nodes, validation, policy, fitted, hp.seed))
+    return out
+
+
+def _judge(net: PolicyNet, teacher: str, chosen: tuple[str, float], fitted, samples, nodes,
+           validation: list[Job], schema: FeatureSchema, hp: Hyper) -> dict[str, float]:
+    """Replay the training trace under a second speed model fitted from another seed and split.
+    The chosen candidate still holds jobs by the *fitted* model's predictions, as deployed."""
     judge_net, _ = fit_speed_model(samples, schema, replace(hp, seed=hp.seed + 1))
     judge = LearnedSpeedModel(judge_net, schema)
-    network = LearnedPolicy(net, schema, mode="greedy")
-    return {"network": avg_jct(simulate(nodes, validation, network, judge, hp.seed)),
-            "teacher": avg_jct(simulate(nodes, validation, teacher, judge, hp.seed))}
+    policy = deployable(net, schema, *chosen, fitted)
+    return {"chosen": avg_jct(simulate(nodes, validation, policy, judge, hp.seed)),
+            "teacher": avg_jct(simulate(nodes, validation, make_policy(teacher), judge, hp.seed))}
 
 
 def pick_teacher(scores: dict[str, float], margin: float = 0.02) -> str:

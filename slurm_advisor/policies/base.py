@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -9,11 +10,21 @@ import numpy as np
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources, Role, TaskAssignment
 
 
+@dataclass(frozen=True)
+class Hold:
+    """A deliberate "not now": the job could start, but the policy expects a better placement
+    soon enough to be worth the wait. Unlike None (found nothing), no fallback overrules it.
+    On Slurm this is a node-count cap: the job pends until it fits on that few nodes."""
+
+    reason: str
+
+
 class Policy(Protocol):
     name: str
 
-    def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | None:
-        """Every task of ``job`` on a node with room for it, or None: cannot place now."""
+    def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | Hold | None:
+        """Every task of ``job`` on a node with room for it; None: cannot place now; or a
+        Hold: could, but would rather wait (only policies that can judge speed hold)."""
         ...
 
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:

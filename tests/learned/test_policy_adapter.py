@@ -20,11 +20,11 @@ SCHEMA = FeatureSchema()
 HP = replace(Hyper(), hidden=16, speed_hidden=16)
 
 
-def _save(directory: Path, deploy: str) -> Path:
+def _save(directory: Path, deploy: str, patience: float = 0.0) -> Path:
     torch.manual_seed(0)
     policy = PolicyNet(SCHEMA.node_dim, SCHEMA.global_dim, HP.hidden)
     speed = SpeedNet(SCHEMA.sample_dim, HP.speed_hidden)
-    return checkpoint.save(directory, policy, speed, SCHEMA, HP, {"deploy": deploy})
+    return checkpoint.save(directory, policy, speed, SCHEMA, HP, {"deploy": deploy, "patience": patience})
 
 
 def _busy_snapshot() -> ClusterSnapshot:
@@ -55,3 +55,15 @@ def test_the_shipped_default_model_loads_and_places() -> None:
     job = Job("j", "resnet50", 0, 4, Resources(), Resources(4, 1, 24000), 10.0)
     placement = policy.place(_busy_snapshot(), job, np.random.default_rng(0))
     assert placement is not None and len(placement.tasks) == 4
+
+
+def test_a_model_trained_to_hold_jobs_loads_with_its_patience_and_fitted_speed_model(tmp_path: Path) -> None:
+    from slurm_advisor.learned.patience import PatientPolicy
+    from slurm_advisor.learned.speed_model import LearnedSpeedModel
+    teacher = make_policy("learned", PolicyContext(model_dir=_save(tmp_path / "t", "pack", 0.7)))
+    network = make_policy("learned", PolicyContext(model_dir=_save(tmp_path / "n", "network", 0.5)))
+    assert teacher.name == network.name == "learned"
+    holding = teacher.teacher
+    assert isinstance(holding, PatientPolicy) and holding.patience == 0.7
+    assert holding.inner.name == "pack" and isinstance(holding.speed, LearnedSpeedModel)
+    assert isinstance(network, PatientPolicy) and isinstance(network.inner, LearnedPolicy)

@@ -49,6 +49,17 @@ def test_curve_has_one_point_per_episode_plus_the_start(trained) -> None:
     assert report.best_validation_jct == min(validated)
 
 
+def test_every_patience_level_is_replayed_for_network_and_teacher(trained) -> None:
+    from slurm_advisor.learned.patience import PATIENCE_LEVELS
+    report, _ = trained
+    expected = {(p, k) for p in ("network", report.teacher) for k in PATIENCE_LEVELS}
+    assert set(report.candidates) == expected
+    assert report.candidates[("network", 0.0)] == report.best_validation_jct
+    assert report.candidates[report.chosen] == min(report.candidates.values())
+    assert (report.deploy, report.patience) in {report.chosen, (report.teacher, 0.0)}
+    assert set(report.judge_scores) == {"chosen", "teacher"}
+
+
 def test_report_names_a_teacher_and_a_fitted_speed_model(trained, samples) -> None:
     report, lines = trained
     assert report.teacher in TEACHERS and set(report.teacher_scores) == set(TEACHERS)
@@ -106,11 +117,22 @@ def test_teacher_is_slurm_default_unless_another_is_clearly_better() -> None:
 def test_promotion_needs_both_the_fitted_model_and_the_judge() -> None:
     from slurm_advisor.learned.train import TrainReport
     report = TrainReport(None, None, None, {}, "slurm-default", {"slurm-default": 100.0},
-                         best_validation_jct=80.0)
-    assert report.promotion(0.03) == "network"  # no judge: the fitted model decides
-    report.judge_scores = {"network": 99.0, "teacher": 100.0}
-    assert report.promotion(0.03) == "slurm-default"  # the judge sees no clear win
-    report.judge_scores = {"network": 90.0, "teacher": 100.0}
-    assert report.promotion(0.03) == "network"
-    report.best_validation_jct = 99.0
-    assert report.promotion(0.03) == "slurm-default"  # the fitted model sees no clear win
+                         candidates={("network", 0.0): 80.0, ("slurm-default", 0.0): 100.0})
+    assert report.promotion(0.03) == ("network", 0.0)  # no judge: the fitted model decides
+    report.judge_scores = {"chosen": 99.0, "teacher": 100.0}
+    assert report.promotion(0.03) == ("slurm-default", 0.0)  # the judge sees no clear win
+    report.judge_scores = {"chosen": 90.0, "teacher": 100.0}
+    assert report.promotion(0.03) == ("network", 0.0)
+    report.candidates[("network", 0.0)] = 99.0
+    assert report.promotion(0.03) == ("slurm-default", 0.0)  # the fitted model sees no clear win
+
+
+def test_promotion_may_ship_the_teacher_with_patience_but_never_holds_unjudged() -> None:
+    from slurm_advisor.learned.train import TrainReport
+    report = TrainReport(None, None, None, {}, "slurm-default", {"slurm-default": 100.0},
+                         candidates={("network", 0.0): 95.0, ("slurm-default", 0.0): 100.0,
+                                     ("slurm-default", 0.5): 60.0, ("network", 0.5): 70.0})
+    report.judge_scores = {"chosen": 50.0, "teacher": 100.0}
+    assert report.promotion(0.03) == ("slurm-default", 0.5)
+    report.judge_scores = {"chosen": 100.0, "teacher": 100.0}
+    assert report.promotion(0.03) == ("slurm-default", 0.0)  # rejected: the plain teacher, no holding

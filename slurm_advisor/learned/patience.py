@@ -1,0 +1,60 @@
+"""Whether to start a job now: hold it when the fitted speed model expects it to crawl.
+
+Every placement rule starts a job as soon as it fits somewhere. When the cluster is busy,
+"somewhere" can be a placement scattered over many shared nodes, on which the job runs a
+fraction of its speed for its whole life, and slows its neighbours. Waiting for room that
+holds it on few quiet nodes is often worth more than starting now (Slurm users do this by
+hand with ``--nodes``).
+
+``PatientPolicy`` wraps any placement rule (the network or a heuristic): it asks the fitted
+speed model for the job's speed on the proposed placement and for its speed alone on its most
+consolidated placement, and holds the job when the ratio is below ``patience``. It never holds
+a job on an idle cluster (nothing would free up), and it uses only the learned speed model,
+never the ground truth: training picks ``patience`` by replaying the training trace.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from slurm_advisor.advisor import SpeedPredictor
+from slurm_advisor.domain import ClusterSnapshot, Job, Placement
+from slurm_advisor.policies.base import Hold, Policy
+from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+
+# Candidate patience levels training chooses from (0: never hold, the plain rule).
+PATIENCE_LEVELS = (0.0, 0.3, 0.5, 0.7, 0.85)
+
+
+class PatientPolicy:
+    def __init__(self, inner: Policy, speed: SpeedPredictor, patience: float):
+        self.inner, self.speed, self.patience = inner, speed, patience
+        self.name = inner.name
+        self._alone: dict[tuple, float] = {}
+
+    def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | Hold | None:
+        placement = self.inner.place(snapshot, job, rng)
+        if not isinstance(placement, Placement) or self.patience <= 0 or not snapshot.running:
+            return placement
+        alone = self.alone(snapshot, job)
+        if not math.isfinite(alone):
+            return placement
+        share = self.speed.predict(snapshot, job, placement) / alone
+        if share < self.patience:
+            return Hold(f"predicted speed on {placement.node_list()} is {share:.0%} of the job's speed "
+                        f"alone (patience {self.patience:.0%}): waits for a better placement")
+        return placement
+
+    def alone(self, snapshot: ClusterSnapshot, job: Job) -> float:
+        """Predicted speed of the job by itself on the emptiest cluster, as few nodes as possible."""
+        key = (job.type, job.num_ps, job.num_workers, job.ps_demand, job.worker_demand,
+               job.model_size_mb, job.batch_size)
+        if key not in self._alone:
+            empty = ClusterSnapshot.empty(snapshot.nodes, snapshot.time)
+            placement = SlurmDefaultPolicy().place(empty, job)
+            self._alone[key] = self.speed.predict(empty, job, placement) if placement else float("inf")
+        return self._alone[key]
+
+    def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
+        return self.inner.score_nodes(snapshot, job)

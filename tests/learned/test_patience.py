@@ -1,0 +1,62 @@
+"""Holding a job for a better placement: by the fitted speed model, never on an idle cluster."""
+from __future__ import annotations
+
+import numpy as np
+
+from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Resources
+from slurm_advisor.learned.patience import PatientPolicy
+from slurm_advisor.policies.base import Hold
+from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+
+NODES = tuple(Node(f"n{i}", 32, 8, 256000) for i in range(3))
+JOB = Job("j", "vgg16", 0, 8, Resources(), Resources(2, 1, 1000), 10.0)
+RNG = np.random.default_rng(0)
+
+
+class NodesSpeed:
+    """A stand-in speed model: 10 it/s divided by the number of nodes the job spans."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def predict(self, snapshot, job, placement):
+        self.calls += 1
+        return 10.0 / len(placement.nodes())
+
+
+def busy() -> ClusterSnapshot:
+    """Four GPUs taken on each of n0 and n1; n2 runs a small job too: no node holds 8 GPUs."""
+    snap = ClusterSnapshot.empty(NODES)
+    for name, gpus in (("n0", 4), ("n1", 4), ("n2", 4)):
+        filler = Job(f"f{name}", "resnet50", 0, gpus, Resources(), Resources(1, 1, 1000), 10.0)
+        snap = snap.with_job(filler, Placement.of(filler, [name] * gpus))
+    return snap
+
+
+def test_holds_a_job_whose_predicted_speed_is_below_patience_of_alone() -> None:
+    policy = PatientPolicy(SlurmDefaultPolicy(), NodesSpeed(), patience=0.7)
+    decision = policy.place(busy(), JOB, RNG)  # spans 2 nodes: predicted 5 it/s, alone 10
+    assert isinstance(decision, Hold) and "50%" in decision.reason
+
+
+def test_starts_the_job_when_the_placement_is_good_enough() -> None:
+    policy = PatientPolicy(SlurmDefaultPolicy(), NodesSpeed(), patience=0.5)
+    assert policy.place(busy(), JOB, RNG) == SlurmDefaultPolicy().place(busy(), JOB)
+
+
+def test_never_holds_on_an_idle_cluster_nor_at_patience_zero() -> None:
+    # Nothing runs: nothing would free up, so holding would wait forever.
+    three_nodes = Job("big", "vgg16", 0, 20, Resources(), Resources(2, 1, 1000), 10.0)
+    idle = ClusterSnapshot.empty(NODES)
+    speed = NodesSpeed()
+    assert isinstance(PatientPolicy(SlurmDefaultPolicy(), speed, 0.99).place(idle, three_nodes, RNG), Placement)
+    assert speed.calls == 0
+    assert isinstance(PatientPolicy(SlurmDefaultPolicy(), speed, 0.0).place(busy(), JOB, RNG), Placement)
+
+
+def test_the_speed_alone_is_predicted_once_per_job_shape() -> None:
+    speed = NodesSpeed()
+    policy = PatientPolicy(SlurmDefaultPolicy(), speed, patience=0.3)
+    for i in range(3):
+        policy.place(busy(), Job(f"j{i}", "vgg16", 0, 8, Resources(), Resources(2, 1, 1000), 10.0), RNG)
+    assert speed.calls == 3 + 1  # one prediction per placement, one for the shape alone
