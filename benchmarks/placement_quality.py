@@ -89,7 +89,10 @@ def main(argv=None) -> int:
     nodes = read_cluster(REPO / "examples" / "clusters" / "16x8.toml")
     only = {s for s in args.only.split(",") if s}
     ablations = {"no-replay": Ablation(replay=False), "no-exploration": Ablation(exploration=False),
-                 "no-warm-start": Ablation(warm_start=False)} if args.ablations else None
+                 "no-warm-start": Ablation(warm_start=False),
+                 # where the win comes from: the network without holding, holding without the network
+                 "no-holding": Ablation(holding=False), "holding-only": Ablation(network=False),
+                 } if args.ablations else None
     out: dict = {"hyper": hp.to_dict(), "cluster": "16x8", "offered_load": args.offered_load, "settings": {}}
     if only and args.out.exists():  # a partial run updates the settings it ran
         out["settings"] = json.loads(args.out.read_text()).get("settings", {})

@@ -20,7 +20,9 @@ import click
 @click.option("--no-replay", is_flag=True, help="Ablation: learn from the latest episode only.")
 @click.option("--no-exploration", is_flag=True, help="Ablation: no job-aware exploration.")
 @click.option("--no-warm-start", is_flag=True, help="Ablation: start RL from random weights.")
-def train(db_url, cluster, trace, out, episodes, episode_jobs, seed, no_replay, no_exploration, no_warm_start):
+@click.option("--no-holding", is_flag=True, help="Never hold a job for a better placement (patience 0).")
+def train(db_url, cluster, trace, out, episodes, episode_jobs, seed, no_replay, no_exploration, no_warm_start,
+          no_holding):
     """Fit the speed model on recorded samples only, warm-start the policy, then train it by RL
     in the simulator with rewards from the fitted speed model (never the ground truth)."""
     from slurm_advisor.learned.hyper import Hyper
@@ -32,8 +34,9 @@ def train(db_url, cluster, trace, out, episodes, episode_jobs, seed, no_replay, 
         hp = replace(hp, rl_episodes=episodes)
     if episode_jobs is not None:
         hp = replace(hp, episode_jobs=episode_jobs)
-    ablation = Ablation(replay=not no_replay, exploration=not no_exploration, warm_start=not no_warm_start)
+    ablation = Ablation(replay=not no_replay, exploration=not no_exploration, warm_start=not no_warm_start,
+                        holding=not no_holding)
     meta = train_and_save(db_url, cluster, trace, out, hp, ablation, log=click.echo)
     click.echo(json.dumps({k: meta[k] for k in ("speed_model", "teacher", "best_validation_jct",
-                                                  "train_seconds")}, indent=2))
+                                                  "deploy", "patience", "train_seconds")}, indent=2))
     click.echo(f"model written to {out} (learning curve: {out / 'learning_curve.png'})")

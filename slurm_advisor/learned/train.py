@@ -42,6 +42,8 @@ class Ablation:
     replay: bool = True
     exploration: bool = True
     warm_start: bool = True
+    holding: bool = True   # may hold jobs for a better placement (patience > 0)
+    network: bool = True   # train the RL network (False: only the teacher heuristic, maybe holding)
 
 
 @dataclass
@@ -125,11 +127,12 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
     net = PolicyNet(schema.node_dim, schema.global_dim, hp.hidden)
     report = TrainReport(net, speed_net, schema, speed_metrics, teacher, scores)
     episodes = _Episodes(nodes, jobs, fitted, schema, hp, rng)
-    anchor: list[Decision] = []
-    if ablation.warm_start:
-        anchor = _warm_start(net, episodes, make_policy(teacher), hp, log)
-    _reinforce(net, episodes, validation, teacher, ablation, report, bar, anchor)
-    report.candidates = _with_patience(net, teacher, report, fitted, nodes, validation, schema, hp)
+    if ablation.network:
+        anchor = _warm_start(net, episodes, make_policy(teacher), hp, log) if ablation.warm_start else []
+        _reinforce(net, episodes, validation, teacher, ablation, report, bar, anchor)
+    report.candidates = _with_patience(net, teacher, report, fitted, nodes, validation, schema, hp,
+                                       proposers=("network", teacher) if ablation.network else (teacher,),
+                                       levels=PATIENCE_LEVELS if ablation.holding else (0.0,))
     report.judge_scores = _judge(net, teacher, report.chosen, fitted, samples, nodes, validation, schema, hp)
     report.deploy, report.patience = report.promotion(hp.promote_margin)
     curve = " ".join(f"{c['validation_jct'] / 3600:.1f}" for c in report.curve if c["validation_jct"] is not None)
@@ -150,13 +153,17 @@ def deployable(net: PolicyNet, schema: FeatureSchema, proposer: str, patience: f
 
 
 def _with_patience(net, teacher: str, report: TrainReport, fitted, nodes, validation: list[Job],
-                   schema: FeatureSchema, hp: Hyper) -> dict[tuple[str, float], float]:
-    """Replay the training trace under the fitted model for the network and the teacher at every
-    patience level (patience 0 was already replayed: RL model selection and teacher choice)."""
-    out = {("network", 0.0): report.best_validation_jct, (teacher, 0.0): report.teacher_scores[teacher]}
-    for proposer in ("network", teacher):
-        for patience in PATIENCE_LEVELS:
-            if patience > 0:
+                   schema: FeatureSchema, hp: Hyper, proposers: tuple[str, ...],
+                   levels: tuple[float, ...]) -> dict[tuple[str, float], float]:
+    """Replay the training trace under the fitted model for each proposer at every patience
+    level (patience 0 was already replayed: RL model selection and teacher choice)."""
+    known = {("network", 0.0): report.best_validation_jct, (teacher, 0.0): report.teacher_scores[teacher]}
+    out = {}
+    for proposer in proposers:
+        for patience in levels:
+            if patience == 0:
+                out[(proposer, patience)] = known[(proposer, patience)]
+            else:
                 policy = deployable(net, schema, proposer, patience, fitted)
                 out[(proposer, patience)] = avg_jct(simulate(nodes, validation, policy, fitted, hp.seed))
     return out
