@@ -65,6 +65,7 @@ class Simulation:
         self._records: list[JobRecord] = []
         self._log: list[tuple[str, float, float, float]] = []
         self.fallbacks = 0
+        self.holds = 0  # decisions to wait for a better placement although the job fitted
         self._free = self.snapshot.total_capacity()  # cluster-wide free, kept incrementally
         self._expected_runtime: dict[str, float] = {}
         self._unplaceable: set[tuple] = set()  # job shapes that found no room since the last finish
@@ -103,7 +104,7 @@ class Simulation:
                 self._update_speeds(touched, now)
         return SimResult(self.advisor.policy.name, tuple(self._records),
                          sum(n.gpus for n in self.snapshot.nodes), self.skipped, self.fallbacks,
-                         tuple(self._log))
+                         tuple(self._log), self.holds)
 
     def _push(self, time: float, kind: int, job_id: str, version: int) -> None:
         self._seq += 1
@@ -170,6 +171,7 @@ class Simulation:
         advice = self.advisor.advise(self.snapshot.at(now), job, self.rng)
         if advice.placement is not None and advice.fallback:
             self.fallbacks += 1
+        self.holds += advice.held
         return advice.placement
 
     def _free_total(self) -> Resources:

@@ -35,6 +35,7 @@ class SimResult:
     skipped: tuple[str, ...] = ()          # jobs that can never fit on this cluster
     fallbacks: int = 0                      # decisions the policy left to the fallback
     progress: tuple = field(default=(), repr=False)  # (job, t0, t1, fraction) when logged
+    holds: int = 0                          # times the policy chose to wait for a better placement
 
     @property
     def makespan(self) -> float:
@@ -60,4 +61,5 @@ class SimResult:
             "utilization": float(busy / (self.total_gpus * span)) if self.total_gpus and span else 0.0,
             "skipped": len(self.skipped),
             "fallbacks": self.fallbacks,
+            "holds": self.holds,
         }

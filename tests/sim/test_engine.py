@@ -219,3 +219,32 @@ def test_fallback_decisions_are_counted() -> None:
     assert result.fallbacks == 2
     assert times(result) == {"a": (0, 10), "b": (0, 10)}
     assert result.policy == "never"
+
+
+def test_a_held_job_waits_for_a_finish_and_is_not_placed_by_the_fallback() -> None:
+    from slurm_advisor.policies.base import Hold
+
+    class WholeNodeOrWait:
+        """Holds a 2-GPU job unless one node has both GPUs free."""
+        name = "patient"
+
+        def place(self, snapshot, job, rng):
+            placement = SlurmDefaultPolicy().place(snapshot, job)
+            if placement is not None and len(placement.nodes()) > 1:
+                return Hold("waits for a whole node")
+            return placement
+
+        def score_nodes(self, snapshot, job):
+            return {}
+
+    # "a" takes n1's CPUs but one GPU, so "b" lands on n2: "c" (2 GPUs) could start split over
+    # both nodes at t=0 but is held until "a" frees n1 at t=10. A fallback is configured and
+    # must not overrule the hold.
+    small = Resources(1, 1, 1_000)
+    jobs = [job("a", 0, 1, 10, Resources(7, 1, 8_000)), job("b", 0, 1, 30), job("c", 0, 2, 5, small)]
+    advisor = Advisor(WholeNodeOrWait(), fallback=SlurmDefaultPolicy())
+    result = Simulation(TWO_NODES, jobs, advisor, ConstantSpeed()).run()
+    assert times(result)["b"] == (0, 30)
+    assert times(result)["c"] == (10, 15)
+    assert result.holds >= 1 and result.fallbacks == 0
+    assert result.summary()["holds"] == result.holds
