@@ -27,4 +27,6 @@ def demo(out: Path, episodes: int, jobs: int, seed: int) -> None:
     click.echo(table(exp.results))
     click.echo(f"\nspeed model: mean absolute percentage error {exp.speed_mape_unseen:.1%} "
                "on placements and jobs it never saw")
+    click.echo(f"learned deploys: {exp.deployed['learned']} (what the promotion gate shipped: the "
+               "network or its teacher heuristic, and whether it holds jobs for better placements)")
     click.echo(f"results: {paths['results']}\nJCT CDF plot: {paths['plot']}\nmodel: {out / 'model' / 'learned'}")

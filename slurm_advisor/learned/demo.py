@@ -81,6 +81,7 @@ def to_json(demo: DemoResult) -> dict:
         "speed_samples": exp.samples,
         "speed_mape_unseen": _finite(exp.speed_mape_unseen),
         "teacher": exp.teacher,
+        "deployed": exp.deployed,
         "train_seconds": {k: round(v, 1) for k, v in exp.train_seconds.items()},
         "policies": {name: {k: _finite(v) for k, v in s.items()} for name, s in summaries(exp.results).items()},
     }

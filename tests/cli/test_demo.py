@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -22,12 +23,15 @@ def test_demo_trains_compares_and_writes_results(tmp_path: Path) -> None:
     rows = [line.split()[0] for line in lines[head + 2: head + 2 + len(BASELINES) + 1]]
     assert rows == [*BASELINES, "learned"]
     assert "speed model: mean absolute percentage error" in result.stdout
+    assert re.search(r"learned deploys: (network|slurm-default|pack|spread|tetris)( \(patience 0\.\d+\))? ",
+                     result.stdout)
 
     assert (out / "jct_cdf.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     data = json.loads((out / "results.json").read_text())
     assert list(data["policies"]) == [*BASELINES, "learned"]
     assert all(s["jobs"] == 40 - s["skipped"] for s in data["policies"].values())
     assert data["cluster"] == {"nodes": 8, "gpus": 64}
+    assert set(data["deployed"]) == {"learned"}
     assert data["hyper"]["rl_episodes"] == 1 and 0 < data["speed_mape_unseen"] < 10
     assert {p.name for p in (out / "model" / "learned").iterdir()} == {"meta.json", "policy.pt", "speed.pt"}
 
