@@ -63,10 +63,16 @@ def _task_slots(free: Resources, ps_demand: Resources, num_ps: int, worker_deman
 
 def _room_for_each_role(snapshot: ClusterSnapshot, job: Job) -> bool:
     """A necessary condition for any placement: the PS tasks fit the cluster's nodes on their
-    own, and so do the workers."""
-    return all(sum(_how_many(free, demand, count) for free in snapshot.free.values()) >= count
-               for demand, count in ((job.ps_demand, job.num_ps), (job.worker_demand, job.num_workers))
-               if count)
+    own, and so do the workers. (Plain integer loop: it runs on every scheduling attempt.)"""
+    for demand, count in ((job.ps_demand, job.num_ps), (job.worker_demand, job.num_workers)):
+        room = 0
+        for free in snapshot.free.values():
+            if room >= count:
+                break
+            room += _how_many(free, demand, count)
+        if room < count:
+            return False
+    return True
 
 
 def _how_many(free: Resources, demand: Resources, limit: int) -> int:
