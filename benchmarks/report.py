@@ -32,14 +32,16 @@ def quality(data: dict) -> list[str]:
 def ablations(data: dict) -> list[str]:
     lines = []
     for key, s in data["settings"].items():
-        variants = {k: v for k, v in s["policies"].items() if k.startswith(("learned", "no-"))}
+        variants = {k: s["policies"][k] for k in s.get("deployed", {})}  # every trained variant
         if len(variants) > 1:
             ref = s["policies"]["slurm-default"]["avg_jct"]
-            lines += [f"Ablations on {key} (avg JCT vs slurm-default; deployed: network or the teacher):", "",
-                      "| variant | avg JCT (h) | vs slurm-default | deployed | train s |", "|---|---|---|---|---|"]
+            lines += [(f"Ablations on {key} (avg JCT vs slurm-default; deployed: network or the teacher, "
+                       "and the patience it holds jobs with):"), "",
+                      "| variant | avg JCT (h) | vs slurm-default | deployed | holds | train s |",
+                      "|---|---|---|---|---|---|"]
             for name, v in variants.items():
                 lines.append(f"| {name} | {v['avg_jct'] / 3600:.1f} | {v['avg_jct'] / ref:.3f} | "
-                             f"{s.get('deployed', {}).get(name, '?')} | {s['train_seconds'].get(name, 0):.0f} |")
+                             f"{s['deployed'][name]} | {v.get('holds', 0)} | {s['train_seconds'].get(name, 0):.0f} |")
     return lines
 
 

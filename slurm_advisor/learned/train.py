@@ -65,7 +65,9 @@ class TrainReport:
 
     @property
     def chosen(self) -> tuple[str, float]:
-        return min(self.candidates, key=self.candidates.get)
+        """The best candidate; on a tie the teacher (the simpler, explainable rule) and then the
+        lower patience (fewer jobs held)."""
+        return min(self.candidates, key=lambda c: (self.candidates[c], c[0] != self.teacher, c[1]))
 
     def promotion(self, margin: float) -> tuple[str, float]:
         """Deploy the best candidate only if it beats the plain teacher by ``margin`` under the

@@ -127,6 +127,16 @@ def test_promotion_needs_both_the_fitted_model_and_the_judge() -> None:
     assert report.promotion(0.03) == ("slurm-default", 0.0)  # the fitted model sees no clear win
 
 
+def test_ties_go_to_the_teacher_then_to_less_patience() -> None:
+    from slurm_advisor.learned.train import TrainReport
+    report = TrainReport(None, None, None, {}, "pack", {"pack": 100.0},
+                         candidates={("network", 0.5): 60.0, ("network", 0.3): 60.0, ("pack", 0.7): 60.0,
+                                     ("pack", 0.5): 60.0, ("pack", 0.0): 100.0})
+    assert report.chosen == ("pack", 0.5)
+    del report.candidates[("pack", 0.5)], report.candidates[("pack", 0.7)]
+    assert report.chosen == ("network", 0.3)
+
+
 def test_promotion_may_ship_the_teacher_with_patience_but_never_holds_unjudged() -> None:
     from slurm_advisor.learned.train import TrainReport
     report = TrainReport(None, None, None, {}, "slurm-default", {"slurm-default": 100.0},
