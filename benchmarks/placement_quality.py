@@ -127,8 +127,8 @@ def _logger(key: str):
 def print_setting(key: str, s: dict) -> None:
     rows = s["policies"]
     ref = rows["slurm-default"]["avg_jct"]
-    best_other = min(v["avg_jct"] for k, v in rows.items()
-                     if k not in ("oracle",) and not k.startswith(("learned", "no-")))
+    trained = set(s.get("deployed", {}))  # the learned policy and its ablations
+    best_other = min(v["avg_jct"] for k, v in rows.items() if k != "oracle" and k not in trained)
     print(f"\n== {key}  (speed-model MAPE on unseen placements {s['speed_mape_unseen']:.3f}, "
           f"teacher {s['teacher']}, {s['seconds']} s)")
     print(f"{'policy':<16}{'avg_jct_h':>10}{'p95_jct_h':>10}{'slowdown':>10}{'util':>7}{'vs slurm':>10}{'vs best bl':>11}")
