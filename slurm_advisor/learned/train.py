@@ -1,8 +1,10 @@
-"""Training, end to end: speed model on recorded samples -> warm start -> actor-critic RL.
+"""Training, end to end: speed model on recorded samples -> warm start -> actor-critic RL ->
+patience (when to hold a job) -> promotion gate.
 
 The RL simulator runs on the *fitted* speed model, never on the ground truth: the policy is
 judged only by what was learned from logged speeds. Model selection replays the training trace
-of the training trace under the same fitted model; the test trace is never seen here.
+under the same fitted model, the gate also under an independently fitted judge; the test trace
+is never seen here.
 """
 from __future__ import annotations
 
