@@ -114,7 +114,9 @@ def main(argv=None) -> int:
                                     "teacher": res.teacher, "deployed": res.deployed,
                                     "validation": res.validation,
                                     "seconds": round(time.time() - started, 1)}
-            plot_jct_cdf(res.results, args.out.with_name(f"cdf-{tname}-{wname}.png"), title=key)
+            # Baselines and the learned policy only: the ablations are in the table.
+            curves = {k: v for k, v in res.results.items() if k not in (ablations or {})}
+            plot_jct_cdf(curves, args.out.with_name(f"cdf-{tname}-{wname}.png"), title=key)
             print_setting(key, out["settings"][key])
             args.out.write_text(json.dumps(out, indent=2))
     return 0
