@@ -71,7 +71,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "quality.json")
     ap.add_argument("--quick", action="store_true", help="small traces and budget (a smoke run)")
     ap.add_argument("--only", default="", help="comma-separated truth:workload settings to run")
-    ap.add_argument("--ablations", action="store_true", help="also train without replay/exploration/warm start")
+    ap.add_argument("--ablations", nargs="?", const="all", default="",
+                    help="also train ablated variants on contention:large (all, or a comma-separated list)")
     ap.add_argument("--episodes", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--offered-load", type=float, default=OFFERED_LOAD)
@@ -93,6 +94,12 @@ def main(argv=None) -> int:
                  # where the win comes from: the network without holding, holding without the network
                  "no-holding": Ablation(holding=False), "holding-only": Ablation(network=False),
                  } if args.ablations else None
+    if ablations and args.ablations != "all":
+        wanted = args.ablations.split(",")
+        unknown = set(wanted) - set(ablations)
+        if unknown:
+            ap.error(f"--ablations: unknown {', '.join(sorted(unknown))}; choose from {', '.join(ablations)}")
+        ablations = {k: ablations[k] for k in wanted}
     out: dict = {"hyper": hp.to_dict(), "cluster": "16x8", "offered_load": args.offered_load, "settings": {}}
     if only and args.out.exists():  # a partial run updates the settings it ran
         out["settings"] = json.loads(args.out.read_text()).get("settings", {})

@@ -8,9 +8,12 @@ hand with ``--nodes``).
 
 ``PatientPolicy`` wraps any placement rule (the network or a heuristic): it asks the fitted
 speed model for the job's speed on the proposed placement and for its speed alone on its most
-consolidated placement, and holds the job when the ratio is below ``patience``. It never holds
-a job on an idle cluster (nothing would free up), and it uses only the learned speed model,
-never the ground truth: training picks ``patience`` by replaying the training trace.
+consolidated placement, and holds the job when the ratio is below ``patience``. It holds only
+proposals that span more nodes than the job needs: on Slurm a hold is a node-count cap, which
+can consolidate a job but cannot choose its neighbours (and the speed model's verdicts on
+interference alone are the ones most prone to error). It never holds a job on an idle cluster
+(nothing would free up), and it uses only the learned speed model, never the ground truth:
+training picks ``patience`` by replaying the training trace.
 """
 from __future__ import annotations
 
@@ -31,29 +34,31 @@ class PatientPolicy:
     def __init__(self, inner: Policy, speed: SpeedPredictor, patience: float):
         self.inner, self.speed, self.patience = inner, speed, patience
         self.name = inner.name
-        self._alone: dict[tuple, float] = {}
+        self._alone: dict[tuple, tuple[float, int]] = {}
 
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | Hold | None:
         placement = self.inner.place(snapshot, job, rng)
         if not isinstance(placement, Placement) or self.patience <= 0 or not snapshot.running:
             return placement
-        alone = self.alone(snapshot, job)
-        if not math.isfinite(alone):
-            return placement
+        alone, fewest = self.alone(snapshot, job)
+        if not math.isfinite(alone) or len(placement.nodes()) <= fewest:
+            return placement  # already as consolidated as it can be: a node cap could not do better
         share = self.speed.predict(snapshot, job, placement) / alone
         if share < self.patience:
             return Hold(f"predicted speed on {placement.node_list()} is {share:.0%} of the job's speed "
                         f"alone (patience {self.patience:.0%}): waits for a better placement")
         return placement
 
-    def alone(self, snapshot: ClusterSnapshot, job: Job) -> float:
-        """Predicted speed of the job by itself on the emptiest cluster, as few nodes as possible."""
+    def alone(self, snapshot: ClusterSnapshot, job: Job) -> tuple[float, int]:
+        """Predicted speed of the job by itself on an empty cluster, on as few nodes as possible,
+        and that number of nodes."""
         key = (job.type, job.num_ps, job.num_workers, job.ps_demand, job.worker_demand,
                job.model_size_mb, job.batch_size)
         if key not in self._alone:
             empty = ClusterSnapshot.empty(snapshot.nodes, snapshot.time)
             placement = SlurmDefaultPolicy().place(empty, job)
-            self._alone[key] = self.speed.predict(empty, job, placement) if placement else float("inf")
+            self._alone[key] = ((self.speed.predict(empty, job, placement), len(placement.nodes()))
+                                if placement else (float("inf"), 0))
         return self._alone[key]
 
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:

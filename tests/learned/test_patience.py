@@ -60,3 +60,15 @@ def test_the_speed_alone_is_predicted_once_per_job_shape() -> None:
     for i in range(3):
         policy.place(busy(), Job(f"j{i}", "vgg16", 0, 8, Resources(), Resources(2, 1, 1000), 10.0), RNG)
     assert speed.calls == 3 + 1  # one prediction per placement, one for the shape alone
+
+
+def test_never_holds_a_job_already_on_as_few_nodes_as_it_can_be() -> None:
+    # A hold must be expressible as a node-count cap on Slurm: waiting could not consolidate
+    # a job that already spans its minimum, however slow its neighbours make it.
+    class Slow:
+        def predict(self, snapshot, job, placement):
+            return 1.0 if snapshot.running else 10.0
+
+    small = Job("s", "vgg16", 0, 4, Resources(), Resources(2, 1, 1000), 10.0)
+    placement = PatientPolicy(SlurmDefaultPolicy(), Slow(), patience=0.85).place(busy(), small, RNG)
+    assert isinstance(placement, Placement) and len(placement.nodes()) == 1
