@@ -66,8 +66,7 @@ class LearnedPolicy:
         if self.mode != "sample" or not self.explorers or rng.random() >= self.explore_prob:
             return None
         heuristic = self.explorers[int(rng.integers(len(self.explorers)))]
-        placed = heuristic.place(snapshot, job, rng)
-        return placed if placed is not None else None
+        return heuristic.place(snapshot, job, rng)
 
     def _choose(self, nodes, glob, mask, rng: np.random.Generator) -> int:
         logits = self.scorer.logits(nodes, glob, mask)

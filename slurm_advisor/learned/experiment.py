@@ -34,7 +34,7 @@ class ExperimentResult:
     train_seconds: dict[str, float] = field(default_factory=dict)
     samples: int = 0
     teacher: str = ""
-    deployed: dict[str, str] = field(default_factory=dict)  # variant -> "network" or the teacher
+    deployed: dict[str, str] = field(default_factory=dict)  # variant -> "network" or the teacher, + patience
     validation: dict[str, dict] = field(default_factory=dict)  # variant -> replay JCT, network vs teacher
 
 

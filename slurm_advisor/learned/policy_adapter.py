@@ -17,7 +17,7 @@ from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.agent import LearnedPolicy
 from slurm_advisor.learned.patience import PatientPolicy
 from slurm_advisor.learned.speed_model import LearnedSpeedModel
-from slurm_advisor.policies.base import Policy
+from slurm_advisor.policies.base import Hold, Policy
 
 
 class GatedPolicy:
@@ -28,7 +28,7 @@ class GatedPolicy:
     def __init__(self, teacher: Policy):
         self.teacher = teacher
 
-    def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | None:
+    def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | Hold | None:
         return self.teacher.place(snapshot, job, rng)
 
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:

@@ -90,6 +90,3 @@ def _first_fit(order: list[str]):
         demand = job.demand(role)
         return next((n for n in order if demand.fits_in(free[n])), None)
     return choose
-
-
-
