@@ -35,6 +35,7 @@ class Hyper:
     episode_jobs: int = 100          # jobs per RL episode (a window of the training trace)
     validate_every: int = 5          # episodes between greedy runs of the whole training trace
     promote_margin: float = 0.03     # the network must beat its teacher by this much, else the teacher is deployed
+    stress_rate: float = 1.5         # validation also replays the training trace with arrivals this much faster
     seed: int = 0
 
     def to_dict(self) -> dict:

@@ -35,7 +35,7 @@ def train_and_save(db_url: str, cluster: Path, trace: Path, out: Path, hp: Hyper
         "curve": [{k: v for k, v in c.items()} for c in report.curve],
     }
     checkpoint.save(out, report.policy, report.speed, report.schema, hp, meta)
-    plot_learning_curve(report.curve, report.teacher, report.teacher_scores[report.teacher],
+    plot_learning_curve(report.curve, report.teacher, report.teacher_scores[report.teacher][0],
                         Path(out) / "learning_curve.png")
     return meta
 
