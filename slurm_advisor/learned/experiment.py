@@ -36,6 +36,7 @@ class ExperimentResult:
     teacher: str = ""
     deployed: dict[str, str] = field(default_factory=dict)  # variant -> "network" or the teacher, + patience
     validation: dict[str, dict] = field(default_factory=dict)  # variant -> replay JCT, network vs teacher
+    models: dict[str, Path] = field(default_factory=dict)  # variant -> model directory (in the workdir)
 
 
 def record(nodes: Sequence[Node], jobs: Sequence[Job], truth: SpeedModel, policies: Sequence[str],
@@ -81,7 +82,7 @@ def run_experiment(nodes: Sequence[Node], train_jobs: Sequence[Job], test_jobs: 
     for name, directory in models.items():
         results[name] = compare(nodes, test_jobs, truth, ["learned"], seed=seed, model_dir=directory)["learned"]
     return ExperimentResult(results, mape, seconds, len(samples), report.teacher if report else "",
-                            deployed, validation)
+                            deployed, validation, models)
 
 
 def _thin(samples: list[SpeedSample], most: int) -> list[SpeedSample]:
