@@ -14,6 +14,13 @@ can consolidate a job but cannot choose its neighbours (and the speed model's ve
 interference alone are the ones most prone to error). It never holds a job on an idle cluster
 (nothing would free up), and it uses only the learned speed model, never the ground truth:
 training picks ``patience`` by replaying the training trace.
+
+A hold must also pay for the job itself: the time until running jobs are expected to leave
+room for the consolidated placement, plus the run there, must be shorter than the run on the
+proposal now. A running job is expected to end after its iterations at its predicted speed
+alone (it is usually slower, so waits come out short: the check errs towards holding, which
+``patience`` already bounds). Without this check a fixed threshold holds jobs just as long on
+a cluster that frees up in minutes as on one that stays full for hours.
 """
 from __future__ import annotations
 
@@ -43,11 +50,29 @@ class PatientPolicy:
         alone, fewest = self.alone(snapshot, job)
         if not math.isfinite(alone) or len(placement.nodes()) <= fewest:
             return placement  # already as consolidated as it can be: a node cap could not do better
-        share = self.speed.predict(snapshot, job, placement) / alone
-        if share < self.patience:
-            return Hold(f"predicted speed on {placement.node_list()} is {share:.0%} of the job's speed "
-                        f"alone (patience {self.patience:.0%}): waits for a better placement")
-        return placement
+        now_speed = self.speed.predict(snapshot, job, placement)
+        share = now_speed / alone
+        if share >= self.patience:
+            return placement
+        wait, later_speed = self.consolidated_later(snapshot, job, fewest)
+        if not wait + job.iterations / later_speed < job.iterations / now_speed:
+            return placement  # waiting would not pay even for this job
+        return Hold(f"predicted speed on {placement.node_list()} is {share:.0%} of the job's speed "
+                    f"alone (patience {self.patience:.0%}); on {fewest} node(s) in about {wait / 60:.0f} min "
+                    f"it would finish sooner: waits for that placement")
+
+    def consolidated_later(self, snapshot: ClusterSnapshot, job: Job, fewest: int) -> tuple[float, float]:
+        """How long until running jobs (in order of their expected ends) leave room for the job on
+        ``fewest`` nodes, and its predicted speed there then."""
+        ends = sorted(snapshot.running, key=lambda rj: rj.start_time + rj.job.iterations / self.alone(snapshot, rj.job)[0])
+        later = snapshot
+        for rj in ends:
+            later = later.without_job(rj.job.id)
+            placement = SlurmDefaultPolicy().place(later, job)
+            if placement is not None and len(placement.nodes()) <= fewest:
+                end = rj.start_time + rj.job.iterations / self.alone(snapshot, rj.job)[0]
+                return max(0.0, end - snapshot.time), self.speed.predict(later, job, placement)
+        return math.inf, 1.0  # nothing running frees the room (other allocations hold it)
 
     def alone(self, snapshot: ClusterSnapshot, job: Job) -> tuple[float, int]:
         """Predicted speed of the job by itself on an empty cluster, on as few nodes as possible,

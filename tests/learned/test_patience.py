@@ -9,7 +9,7 @@ from slurm_advisor.policies.base import Hold
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 
 NODES = tuple(Node(f"n{i}", 32, 8, 256000) for i in range(3))
-JOB = Job("j", "vgg16", 0, 8, Resources(), Resources(2, 1, 1000), 10.0)
+JOB = Job("j", "vgg16", 0, 8, Resources(), Resources(2, 1, 1000), 100.0)
 RNG = np.random.default_rng(0)
 
 
@@ -24,19 +24,28 @@ class NodesSpeed:
         return 10.0 / len(placement.nodes())
 
 
-def busy() -> ClusterSnapshot:
-    """Four GPUs taken on each of n0 and n1; n2 runs a small job too: no node holds 8 GPUs."""
+def busy(filler_iterations: tuple[float, float, float] = (10.0, 10.0, 10.0)) -> ClusterSnapshot:
+    """Four GPUs taken on each node by jobs that run 1 s alone (by default): no node holds 8 GPUs."""
     snap = ClusterSnapshot.empty(NODES)
-    for name, gpus in (("n0", 4), ("n1", 4), ("n2", 4)):
-        filler = Job(f"f{name}", "resnet50", 0, gpus, Resources(), Resources(1, 1, 1000), 10.0)
-        snap = snap.with_job(filler, Placement.of(filler, [name] * gpus))
+    for name, iterations in zip(("n0", "n1", "n2"), filler_iterations):
+        filler = Job(f"f{name}", "resnet50", 0, 4, Resources(), Resources(1, 1, 1000), iterations)
+        snap = snap.with_job(filler, Placement.of(filler, [name] * 4))
     return snap
 
 
 def test_holds_a_job_whose_predicted_speed_is_below_patience_of_alone() -> None:
     policy = PatientPolicy(SlurmDefaultPolicy(), NodesSpeed(), patience=0.7)
-    decision = policy.place(busy(), JOB, RNG)  # spans 2 nodes: predicted 5 it/s, alone 10
-    assert isinstance(decision, Hold) and "50%" in decision.reason
+    # spans 2 nodes: predicted 5 it/s (20 s), alone 10; n0 is expected free after 1 s: 1 + 10 s
+    decision = policy.place(busy(), JOB, RNG)
+    assert isinstance(decision, Hold) and "50%" in decision.reason and "1 node(s)" in decision.reason
+
+
+def test_starts_the_job_when_waiting_would_not_pay_even_for_it() -> None:
+    policy = PatientPolicy(SlurmDefaultPolicy(), NodesSpeed(), patience=0.7)
+    # The fillers run 12 s alone: waiting 12 + running 10 s loses to 20 s on two nodes now.
+    assert isinstance(policy.place(busy((120.0, 120.0, 120.0)), JOB, RNG), Placement)
+    # The first node to free up decides: one filler ends after 5 s, 5 + 10 < 20.
+    assert isinstance(policy.place(busy((120.0, 50.0, 120.0)), JOB, RNG), Hold)
 
 
 def test_starts_the_job_when_the_placement_is_good_enough() -> None:
