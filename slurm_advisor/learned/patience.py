@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from slurm_advisor.advisor import SpeedPredictor
-from slurm_advisor.domain import ClusterSnapshot, Job, Placement
+from slurm_advisor.domain import ClusterSnapshot, Job, Placement, RunningJob
 from slurm_advisor.policies.base import Hold, Policy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 
@@ -64,15 +64,19 @@ class PatientPolicy:
     def consolidated_later(self, snapshot: ClusterSnapshot, job: Job, fewest: int) -> tuple[float, float]:
         """How long until running jobs (in order of their expected ends) leave room for the job on
         ``fewest`` nodes, and its predicted speed there then."""
-        ends = sorted(snapshot.running, key=lambda rj: rj.start_time + rj.job.iterations / self.alone(snapshot, rj.job)[0])
+        slurm = SlurmDefaultPolicy()
         later = snapshot
-        for rj in ends:
+        for end, rj in sorted(((self.expected_end(snapshot, rj), rj) for rj in snapshot.running),
+                              key=lambda pair: pair[0]):
             later = later.without_job(rj.job.id)
-            placement = SlurmDefaultPolicy().place(later, job)
+            placement = slurm.place(later, job)
             if placement is not None and len(placement.nodes()) <= fewest:
-                end = rj.start_time + rj.job.iterations / self.alone(snapshot, rj.job)[0]
                 return max(0.0, end - snapshot.time), self.speed.predict(later, job, placement)
         return math.inf, 1.0  # nothing running frees the room (other allocations hold it)
+
+    def expected_end(self, snapshot: ClusterSnapshot, rj: RunningJob) -> float:
+        """When a running job should end: its iterations at its predicted speed alone."""
+        return rj.start_time + rj.job.iterations / self.alone(snapshot, rj.job)[0]
 
     def alone(self, snapshot: ClusterSnapshot, job: Job) -> tuple[float, int]:
         """Predicted speed of the job by itself on an empty cluster, on as few nodes as possible,
