@@ -45,18 +45,27 @@ class PatientPolicy:
 
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | Hold | None:
         placement = self.inner.place(snapshot, job, rng)
-        if not isinstance(placement, Placement) or self.patience <= 0 or not snapshot.running:
+        if self.patience <= 0 or not snapshot.running or isinstance(placement, Hold):
             return placement
+        if placement is None:
+            # The inner rule found nothing, so the advisor's fallback will start the job where
+            # Slurm would: that placement gets the same check (None lets the fallback place it).
+            fallback = SlurmDefaultPolicy().place(snapshot, job)
+            return None if fallback is None else self.hold(snapshot, job, fallback)
+        return self.hold(snapshot, job, placement) or placement
+
+    def hold(self, snapshot: ClusterSnapshot, job: Job, placement: Placement) -> Hold | None:
+        """A Hold if waiting for a consolidated placement pays, else None (start on ``placement``)."""
         alone, fewest = self.alone(snapshot, job)
         if not math.isfinite(alone) or len(placement.nodes()) <= fewest:
-            return placement  # already as consolidated as it can be: a node cap could not do better
+            return None  # already as consolidated as it can be: a node cap could not do better
         now_speed = self.speed.predict(snapshot, job, placement)
         share = now_speed / alone
         if share >= self.patience:
-            return placement
+            return None
         wait, later_speed = self.consolidated_later(snapshot, job, fewest)
         if not wait + job.iterations / later_speed < job.iterations / now_speed:
-            return placement  # waiting would not pay even for this job
+            return None  # waiting would not pay even for this job
         return Hold(f"predicted speed on {placement.node_list()} is {share:.0%} of the job's speed "
                     f"alone (patience {self.patience:.0%}); on {fewest} node(s) in about {wait / 60:.0f} min "
                     f"it would finish sooner: waits for that placement")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from slurm_advisor.advisor import Advisor
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Resources
 from slurm_advisor.learned.patience import PatientPolicy
 from slurm_advisor.policies.base import Hold
@@ -81,3 +82,28 @@ def test_never_holds_a_job_already_on_as_few_nodes_as_it_can_be() -> None:
     small = Job("s", "vgg16", 0, 4, Resources(), Resources(2, 1, 1000), 10.0)
     placement = PatientPolicy(SlurmDefaultPolicy(), Slow(), patience=0.85).place(busy(), small, RNG)
     assert isinstance(placement, Placement) and len(placement.nodes()) == 1
+
+
+class FindsNothing:
+    """A proposer that never finds a placement (the network stuck half-way through a job)."""
+
+    name = "stuck"
+
+    def place(self, snapshot, job, rng):
+        return None
+
+
+def test_a_job_left_to_the_fallback_gets_the_same_check() -> None:
+    # The advisor's fallback would start it where Slurm does (two nodes, half speed): hold it.
+    assert isinstance(PatientPolicy(FindsNothing(), NodesSpeed(), 0.7).place(busy(), JOB, RNG), Hold)
+    # Good enough there: None, so that the fallback places it as before.
+    assert PatientPolicy(FindsNothing(), NodesSpeed(), 0.3).place(busy(), JOB, RNG) is None
+
+
+def test_the_advisor_does_not_let_its_fallback_undo_that_hold() -> None:
+    advisor = Advisor(PatientPolicy(FindsNothing(), NodesSpeed(), 0.7), fallback=SlurmDefaultPolicy())
+    advice = advisor.advise(busy(), JOB, RNG)
+    assert advice.held and advice.placement is None and not advice.fallback
+    relaxed = Advisor(PatientPolicy(FindsNothing(), NodesSpeed(), 0.3), fallback=SlurmDefaultPolicy())
+    advice = relaxed.advise(busy(), JOB, RNG)
+    assert advice.fallback and advice.placement == SlurmDefaultPolicy().place(busy(), JOB)
