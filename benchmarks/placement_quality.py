@@ -21,14 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from slurm_advisor.learned.experiment import run_experiment
+from slurm_advisor.learned.experiment import evaluate, run_experiment
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.train import Ablation
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.converters.philly import philly_jobs
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.sim.report import plot_jct_cdf
-from slurm_advisor.sim.runner import compare
 from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
 
@@ -39,8 +38,7 @@ BASELINES = ["slurm-default", "pack", "spread", "random", "tetris", "oracle"]
 
 # Offered load (GPU time asked for, jobs alone, over GPU time available): loaded, not overloaded.
 OFFERED_LOAD = 0.6
-
-
+# Test traces per workload: one 300-job trace is too noisy a judge on its own.
 TEST_TRACES = 3
 
 
@@ -132,7 +130,7 @@ def main(argv=None) -> int:
                 res = run_experiment(nodes, train_jobs, test_traces[0], truth, Path(work), hp, baselines=BASELINES,
                                      ablations=ablations if key == "contention:large" else None,
                                      seed=args.seed, log=_logger(key))
-                by_trace = [res.results] + [_evaluate(nodes, jobs, truth, res.models, args.seed)
+                by_trace = [res.results] + [evaluate(nodes, jobs, truth, BASELINES, res.models, args.seed)
                                             for jobs in test_traces[1:]]
             row = {name: r.summary() for name, r in res.results.items()}
             out["settings"][key] = {"policies": row, "speed_mape_unseen": res.speed_mape_unseen,
@@ -148,14 +146,6 @@ def main(argv=None) -> int:
             print_setting(key, out["settings"][key])
             args.out.write_text(json.dumps(out, indent=2))
     return 0
-
-
-def _evaluate(nodes, jobs, truth, models: dict[str, Path], seed: int) -> dict:
-    """Every baseline and every trained variant on one more test trace."""
-    results = compare(nodes, jobs, truth, BASELINES, seed=seed)
-    for name, directory in models.items():
-        results[name] = compare(nodes, jobs, truth, ["learned"], seed=seed, model_dir=directory)["learned"]
-    return results
 
 
 def _logger(key: str):
@@ -177,9 +167,9 @@ def print_setting(key: str, s: dict) -> None:
     if traces and len(next(iter(traces.values()))) > 1:
         print(f"over {len(traces['slurm-default'])} test traces (mean avg JCT; the trained policy's ratio per trace):")
         for name in trained:
-            mean, spread = over_traces(traces, name)
+            mean, per_trace = over_traces(traces, name)
             print(f"  {name}: {mean['vs slurm']:.3f} x slurm-default, {mean['vs best']:.3f} x the best baseline "
-                  f"({mean['best']}); per trace vs best {spread}")
+                  f"({mean['best']}); per trace vs best {per_trace}")
 
 
 def over_traces(traces: dict[str, list[float]], name: str) -> tuple[dict, str]:

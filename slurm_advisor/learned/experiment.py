@@ -78,11 +78,18 @@ def run_experiment(nodes: Sequence[Node], train_jobs: Sequence[Job], test_jobs: 
                             "chosen": report.candidates[report.chosen], "chosen_as": list(report.chosen),
                             "judge": report.judge_scores}
     mape = LearnedSpeedModel(report.speed, report.schema).mape(unseen) if report else float("nan")
-    results = compare(nodes, test_jobs, truth, list(baselines), seed=seed)
-    for name, directory in models.items():
-        results[name] = compare(nodes, test_jobs, truth, ["learned"], seed=seed, model_dir=directory)["learned"]
+    results = evaluate(nodes, test_jobs, truth, baselines, models, seed)
     return ExperimentResult(results, mape, seconds, len(samples), report.teacher if report else "",
                             deployed, validation, models)
+
+
+def evaluate(nodes: Sequence[Node], jobs: Sequence[Job], truth: SpeedModel, baselines: Sequence[str],
+             models: dict[str, Path], seed: int) -> dict[str, SimResult]:
+    """Every baseline and every trained variant (by name, from its model directory) on ``jobs``."""
+    results = compare(nodes, jobs, truth, list(baselines), seed=seed)
+    for name, directory in models.items():
+        results[name] = compare(nodes, jobs, truth, ["learned"], seed=seed, model_dir=directory)["learned"]
+    return results
 
 
 def _thin(samples: list[SpeedSample], most: int) -> list[SpeedSample]:
