@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from report import over_traces
 
 from slurm_advisor.learned.experiment import evaluate, run_experiment
 from slurm_advisor.learned.hyper import Hyper
@@ -170,17 +171,6 @@ def print_setting(key: str, s: dict) -> None:
             mean, per_trace = over_traces(traces, name)
             print(f"  {name}: {mean['vs slurm']:.3f} x slurm-default, {mean['vs best']:.3f} x the best baseline "
                   f"({mean['best']}); per trace vs best {per_trace}")
-
-
-def over_traces(traces: dict[str, list[float]], name: str) -> tuple[dict, str]:
-    """``name``'s mean avg JCT over the test traces relative to slurm-default and to the baseline
-    with the best mean (oracle and trained variants excluded), and its ratio to that baseline on
-    each trace."""
-    baselines = [b for b in BASELINES if b != "oracle" and b in traces]
-    means = {k: sum(v) / len(v) for k, v in traces.items()}
-    best = min(baselines, key=means.get)
-    per = " ".join(f"{a / b:.3f}" for a, b in zip(traces[name], traces[best]))
-    return {"vs slurm": means[name] / means["slurm-default"], "vs best": means[name] / means[best], "best": best}, per
 
 
 if __name__ == "__main__":
