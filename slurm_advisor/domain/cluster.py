@@ -1,9 +1,18 @@
-"""Nodes and the immutable cluster snapshot a policy decides on."""
+"""Nodes and the immutable cluster snapshot a policy decides on.
+
+Sites run 1,000-10,000 nodes, and every decision and every simulated event makes a new
+snapshot, so a snapshot must not cost O(nodes) Python work. Free capacity is kept as three
+integer arrays in node order (copying them is a memcpy); what is shared by every snapshot of
+one cluster (node order, name -> index, capacities, switches) lives once in a ``NodeLayout``;
+running jobs sit in an insertion-ordered dict (copied in C, looked up by id in O(1)).
+"""
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
+
+import numpy as np
 
 from slurm_advisor.domain.job import Job
 from slurm_advisor.domain.placement import Placement
@@ -31,61 +40,196 @@ class RunningJob:
     start_time: float = 0.0
 
 
-@dataclass(frozen=True)
+class NodeLayout:
+    """What every snapshot of one cluster shares: nodes in Slurm's order and their indices."""
+
+    def __init__(self, nodes: tuple[Node, ...]):
+        self.nodes = nodes
+        self.index: Mapping[str, int] = MappingProxyType({n.name: i for i, n in enumerate(nodes)})
+        if len(self.index) != len(nodes):
+            raise ValueError("node names must be unique")
+        self.capacity = np.array([[n.cpus, n.gpus, n.mem_mb] for n in nodes], dtype=np.int64).reshape(-1, 3)
+        self.capacity.flags.writeable = False
+        switches = sorted({n.switch for n in nodes if n.switch is not None})
+        self.switch_names: tuple[str | None, ...] = (None, *switches)
+        ids = {s: i + 1 for i, s in enumerate(switches)}
+        self.switch_id = np.array([ids.get(n.switch, 0) for n in nodes], dtype=np.int64)
+        self.switch_id.flags.writeable = False
+
+    _cache: dict[int, NodeLayout] = {}
+
+    @classmethod
+    def of(cls, nodes: tuple[Node, ...]) -> NodeLayout:
+        """One layout per nodes tuple (by identity: equal tuples built apart get their own)."""
+        layout = cls._cache.get(id(nodes))
+        if layout is None or layout.nodes is not nodes:
+            layout = cls(nodes)
+            if len(cls._cache) > 64:
+                cls._cache.clear()
+            cls._cache[id(nodes)] = layout
+        return layout
+
+
+class FreeView(Mapping):
+    """node name -> free Resources, read from the snapshot's arrays (no per-node objects kept)."""
+
+    __slots__ = ("_layout", "_free")
+
+    def __init__(self, layout: NodeLayout, free: np.ndarray):
+        self._layout, self._free = layout, free
+
+    def __getitem__(self, name: str) -> Resources:
+        c, g, m = self._free[self._layout.index[name]].tolist()
+        return Resources(c, g, m)
+
+    def get(self, name, default=None):
+        i = self._layout.index.get(name)
+        return default if i is None else Resources(*self._free[i].tolist())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._layout.index)
+
+    def __len__(self) -> int:
+        return len(self._layout.nodes)
+
+    def values(self):
+        return [Resources(c, g, m) for c, g, m in self._free.tolist()]
+
+    def items(self):
+        return list(zip(self._layout.index, self.values()))
+
+
 class ClusterSnapshot:
     """The cluster at one instant: nodes in Slurm's order, free capacity, running placements.
 
     ``free`` is kept explicitly (not derived from ``running``) because on a real cluster
-    other allocations that the advisor did not place also consume capacity.
+    other allocations that the advisor did not place also consume capacity. Immutable: every
+    change returns a new snapshot, which shares the node layout and copies only arrays.
     """
 
-    nodes: tuple[Node, ...]
-    free: Mapping[str, Resources]
-    running: tuple[RunningJob, ...] = ()
-    time: float = 0.0
-    _by_name: Mapping[str, Node] = field(init=False, repr=False, compare=False)
+    __slots__ = ("layout", "_free", "_running", "time", "_running_tuple", "_jobs_on")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "free", MappingProxyType(dict(self.free)))
-        object.__setattr__(self, "_by_name", MappingProxyType({n.name: n for n in self.nodes}))
+    def __init__(self, nodes: tuple[Node, ...] | list[Node], free: Mapping[str, Resources],
+                 running: tuple[RunningJob, ...] = (), time: float = 0.0):
+        nodes = tuple(nodes)
+        layout = NodeLayout.of(nodes)
+        arr = np.zeros((len(nodes), 3), dtype=np.int64)
+        for name, r in free.items():
+            arr[layout.index[name]] = (r.cpus, r.gpus, r.mem_mb)
+        self._init(layout, arr, {rj.job.id: rj for rj in running}, time)
+
+    def _init(self, layout: NodeLayout, free: np.ndarray, running: dict[str, RunningJob], time: float) -> None:
+        free.flags.writeable = False
+        self.layout, self._free, self._running, self.time = layout, free, running, time
+        self._running_tuple: tuple[RunningJob, ...] | None = None
+        self._jobs_on: dict[str, tuple[RunningJob, ...]] | None = None
+
+    @classmethod
+    def _make(cls, layout: NodeLayout, free: np.ndarray, running: dict[str, RunningJob],
+              time: float) -> ClusterSnapshot:
+        snap = cls.__new__(cls)
+        snap._init(layout, free, running, time)
+        return snap
 
     @classmethod
     def empty(cls, nodes: tuple[Node, ...] | list[Node], time: float = 0.0) -> ClusterSnapshot:
-        return cls(tuple(nodes), {n.name: n.capacity for n in nodes}, (), time)
+        layout = NodeLayout.of(tuple(nodes)) if isinstance(nodes, tuple) else NodeLayout(tuple(nodes))
+        return cls._make(layout, layout.capacity.copy(), {}, time)
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        return self.layout.nodes
+
+    @property
+    def free(self) -> FreeView:
+        return FreeView(self.layout, self._free)
+
+    def free_array(self) -> np.ndarray:
+        """Free (cpus, gpus, mem_mb) per node in node order; read-only, shape (nodes, 3)."""
+        return self._free
+
+    def index(self, name: str) -> int:
+        return self.layout.index[name]
+
+    @property
+    def running(self) -> tuple[RunningJob, ...]:
+        if self._running_tuple is None:
+            self._running_tuple = tuple(self._running.values())
+        return self._running_tuple
+
+    def running_job(self, job_id: str) -> RunningJob | None:
+        return self._running.get(job_id)
+
+    def jobs_on(self, name: str) -> tuple[RunningJob, ...]:
+        """Running jobs with a task on node ``name`` (index built once per snapshot, on demand)."""
+        if self._jobs_on is None:
+            on: dict[str, list[RunningJob]] = {}
+            for rj in self._running.values():
+                for node in rj.placement.nodes():
+                    on.setdefault(node, []).append(rj)
+            self._jobs_on = {n: tuple(js) for n, js in on.items()}
+        return self._jobs_on.get(name, ())
 
     def node(self, name: str) -> Node:
-        return self._by_name[name]
+        return self.layout.nodes[self.layout.index[name]]
 
     def fits(self, job: Job, placement: Placement) -> bool:
-        return all(d.fits_in(self.free.get(n, Resources(-1, -1, -1)))
-                   for n, d in placement.demand_per_node(job).items())
+        index = self.layout.index
+        for name, d in placement.demand_per_node(job).items():
+            i = index.get(name)
+            if i is None:
+                return False
+            c, g, m = self._free[i].tolist()
+            if d.cpus > c or d.gpus > g or d.mem_mb > m:
+                return False
+        return True
 
+    def total_capacity(self) -> Resources:
+        c, g, m = self.layout.capacity.sum(axis=0).tolist() if self.nodes else (0, 0, 0)
+        return Resources(c, g, m)
+
+    # -- changing (each returns a new snapshot) --------------------------------------------
     def with_job(self, job: Job, placement: Placement, time: float | None = None) -> ClusterSnapshot:
         """The snapshot after ``job`` starts on ``placement``; refuses an over-commit."""
         if not self.fits(job, placement):
             raise ValueError(f"job {job.id} does not fit on {placement.node_list()}")
-        free = dict(self.free)
-        for name, demand in placement.demand_per_node(job).items():
-            free[name] = free[name] - demand
+        free = self._apply(job, placement, -1)
         started = time if time is not None else self.time
-        running = self.running + (RunningJob(job, placement, started),)
-        return ClusterSnapshot(self.nodes, free, running, self.time if time is None else time)
+        running = dict(self._running)
+        running[job.id] = RunningJob(job, placement, started)
+        return ClusterSnapshot._make(self.layout, free, running, started)
 
     def without_job(self, job_id: str, time: float | None = None) -> ClusterSnapshot:
-        gone = next((r for r in self.running if r.job.id == job_id), None)
+        gone = self._running.get(job_id)
         if gone is None:
             raise KeyError(f"job {job_id} is not running")
-        free = dict(self.free)
-        for name, demand in gone.placement.demand_per_node(gone.job).items():
-            free[name] = free[name] + demand
-        running = tuple(r for r in self.running if r.job.id != job_id)
-        return ClusterSnapshot(self.nodes, free, running, self.time if time is None else time)
+        free = self._apply(gone.job, gone.placement, +1)
+        running = dict(self._running)
+        del running[job_id]
+        return ClusterSnapshot._make(self.layout, free, running, self.time if time is None else time)
+
+    def with_free(self, free: np.ndarray) -> ClusterSnapshot:
+        """The same snapshot with other free capacity (e.g. reserved nodes masked out)."""
+        return ClusterSnapshot._make(self.layout, np.array(free, dtype=np.int64), self._running, self.time)
 
     def at(self, time: float) -> ClusterSnapshot:
-        return ClusterSnapshot(self.nodes, self.free, self.running, time)
+        return ClusterSnapshot._make(self.layout, self._free, self._running, time)
 
-    def total_capacity(self) -> Resources:
-        total = Resources()
-        for n in self.nodes:
-            total = total + n.capacity
-        return total
+    def _apply(self, job: Job, placement: Placement, sign: int) -> np.ndarray:
+        free = self._free.copy()
+        index = self.layout.index
+        for name, d in placement.demand_per_node(job).items():
+            free[index[name]] += (sign * d.cpus, sign * d.gpus, sign * d.mem_mb)
+        return free
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ClusterSnapshot):
+            return NotImplemented
+        return (self.nodes == other.nodes and np.array_equal(self._free, other._free)
+                and self.running == other.running and self.time == other.time)
+
+    __hash__ = None  # mutable-looking arrays inside: not hashable
+
+    def __repr__(self) -> str:
+        return f"ClusterSnapshot({len(self.nodes)} nodes, {len(self._running)} running, t={self.time})"

@@ -28,6 +28,9 @@ class Job:
     user: str = ""
     model_size_mb: float | None = None
     batch_size: int | None = None
+    #: Slurm's --time: the job is ended (state TIMEOUT) when it has run this long; the
+    #: scheduler plans backfill with it. None: the simulator applies its default rule.
+    time_limit_s: float | None = None
     _total: Resources = field(init=False, repr=False, compare=False, default=Resources())
 
     def __post_init__(self) -> None:
@@ -37,6 +40,8 @@ class Job:
             raise ValueError(f"job {self.id}: num_ps must not be negative")
         if not self.iterations > 0:
             raise ValueError(f"job {self.id}: iterations must be positive")
+        if self.time_limit_s is not None and not self.time_limit_s > 0:
+            raise ValueError(f"job {self.id}: time_limit_s must be positive")
         # Cached: the scheduler asks for it on every pass over the queue.
         object.__setattr__(self, "_total", self.ps_demand.times(self.num_ps)
                            + self.worker_demand.times(self.num_workers))
