@@ -8,10 +8,13 @@
     mem_mb = 256000
     switch = "s1"       # optional: nodes on different switches pay for cross-switch traffic
     features = ["v100"] # optional
+
+The file must be UTF-8 (as TOML requires). A node must have some CPUs, GPUs or memory.
 """
 from __future__ import annotations
 
 import tomllib
+from collections import Counter
 from importlib.resources import files
 from pathlib import Path
 
@@ -26,9 +29,11 @@ DEFAULT_CLUSTER = "default_cluster.toml"
 def read_cluster(path: str | Path) -> tuple[Node, ...]:
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
     except OSError as e:
         raise InputError(f"{path}: cannot read cluster file: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start}); TOML files must be UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"{path}: not valid TOML: {e}") from None
     return parse_cluster(data, str(path))
@@ -44,8 +49,7 @@ def parse_cluster(data: dict, source: str = "<cluster>") -> tuple[Node, ...]:
     nodes: list[Node] = []
     for i, group in enumerate(groups, start=1):
         nodes.extend(_parse_group(group, f"{source}: [[nodes]] #{i}"))
-    names = [n.name for n in nodes]
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    dupes = sorted(name for name, k in Counter(n.name for n in nodes).items() if k > 1)
     if dupes:
         raise InputError(f"{source}: node name(s) defined twice: {', '.join(dupes[:5])}")
     return tuple(nodes)
@@ -72,6 +76,8 @@ def _parse_group(group: dict, where: str) -> list[Node]:
     features = group.get("features", [])
     if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
         raise InputError(f"{where}: 'features' must be a list of strings")
+    if not any(group[key] > 0 for key in ("cpus", "gpus", "mem_mb")):
+        raise InputError(f"{where}: a node needs some 'cpus', 'gpus' or 'mem_mb'; all are 0")
     count, start = group["count"], group.get("start", 1)
     if not isinstance(start, int) or isinstance(start, bool) or start < 0:
         raise InputError(f"{where}: 'start' must be a non-negative integer, got {start!r}")

@@ -115,3 +115,40 @@ def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot read cluster file") as err:
         read_cluster(tmp_path / "none.toml")
     assert "none.toml" in str(err.value)
+
+
+def test_a_file_that_is_not_utf8_is_one_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_bytes(("[[nodes]]\n" + GROUP + 'switch = "caf\xe9"\n').encode("latin-1"))
+    with pytest.raises(InputError) as err:
+        read_cluster(path)
+    assert str(path) in str(err.value) and "UTF-8" in str(err.value)
+
+
+@pytest.mark.parametrize("resources", [(0, 0, 0), (0, -1, 0), (-4, 8, 1000)])
+def test_nodes_without_resources_are_refused_naming_the_group(tmp_path: Path, resources) -> None:
+    cpus, gpus, mem = resources
+    other = f'prefix = "empty"\ncount = 3\ncpus = {cpus}\ngpus = {gpus}\nmem_mb = {mem}\n'
+    path = write(tmp_path, "[[nodes]]\n" + GROUP + "[[nodes]]\n" + other)
+    with pytest.raises(InputError) as err:
+        read_cluster(path)
+    message = str(err.value)
+    assert str(path) in message and "[[nodes]] #2" in message
+
+
+def test_a_node_with_only_some_resources_is_fine() -> None:
+    group = {"prefix": "m", "count": 1, "cpus": 0, "gpus": 0, "mem_mb": 1024}
+    assert parse_cluster({"nodes": [group]})[0].mem_mb == 1024
+
+
+def test_ten_thousand_nodes_parse_in_linear_time(tmp_path: Path) -> None:
+    import time
+
+    groups = "".join(f'[[nodes]]\nprefix = "g{i}x"\ncount = 100\ncpus = 32\ngpus = 8\nmem_mb = 1000\n'
+                     for i in range(100))
+    path = write(tmp_path, groups)
+    started = time.perf_counter()
+    nodes = read_cluster(path)
+    elapsed = time.perf_counter() - started
+    assert len(nodes) == 10_000
+    assert elapsed < 0.5, f"{elapsed:.2f} s for 10,000 nodes"
