@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -49,26 +49,84 @@ def _half(state: dict) -> dict:
 
 
 def load(directory: Path | None = None) -> Checkpoint:
+    """The checkpoint in ``directory`` (default: the shipped model). Every flaw a user can cause
+    (missing or unreadable files, a malformed field of meta.json, weights that are no state_dict of
+    this network) is one :class:`InputError` naming the file and, for meta.json, the field."""
     directory = Path(directory) if directory else DEFAULT_MODEL_DIR
     meta_path = directory / "meta.json"
-    try:
-        meta = json.loads(meta_path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{directory}: not a model directory (no meta.json); "
-                         "train one with `slurm-advisor train`") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{meta_path}: not valid JSON: {e}") from None
-    if meta.get("schema_version") != SCHEMA_VERSION:
-        raise InputError(f"{directory}: model has feature schema version {meta.get('schema_version')}, "
-                         f"this slurm-advisor uses version {SCHEMA_VERSION}; retrain the model")
-    schema = FeatureSchema(tuple(meta["types"]))
-    hyper = Hyper.from_dict(meta.get("hyper", {}))
+    meta = _read_meta(directory, meta_path)
+    schema = FeatureSchema(_types(meta_path, meta))
+    hyper = _hyper(meta_path, meta.get("hyper", {}))
+    _deployment(meta_path, meta)
     policy = PolicyNet(schema.node_dim, schema.global_dim, hyper.hidden)
     speed = SpeedNet(schema.sample_dim, hyper.speed_hidden)
     for net, name in ((policy, "policy.pt"), (speed, "speed.pt")):
-        try:
-            state = torch.load(directory / name, weights_only=True)
-            net.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
-        except (OSError, RuntimeError, pickle.UnpicklingError, EOFError) as e:
-            raise InputError(f"{directory / name}: cannot load weights: {str(e).splitlines()[0]}") from None
+        _load_weights(net, directory / name)
     return Checkpoint(policy.eval(), speed.eval(), schema, hyper, meta)
+
+
+def _read_meta(directory: Path, meta_path: Path) -> dict:
+    try:
+        meta = json.loads(meta_path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{directory}: not a model directory (no meta.json); "
+                         "train one with `slurm-advisor train`") from None
+    except OSError as e:
+        raise InputError(f"{meta_path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{meta_path}: not UTF-8 text (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{meta_path}: not valid JSON: {e}") from None
+    if not isinstance(meta, dict):
+        raise InputError(f"{meta_path}: must be a JSON object, got {type(meta).__name__}")
+    version = meta.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise InputError(f"{meta_path}: field 'schema_version': model has feature schema version "
+                         f"{version}, this slurm-advisor uses version {SCHEMA_VERSION}; retrain the model")
+    return meta
+
+
+def _types(meta_path: Path, meta: dict) -> tuple[str, ...]:
+    types = meta.get("types")
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        raise InputError(f"{meta_path}: field 'types' must be a list of job-type names, got {types!r}")
+    return tuple(types)
+
+
+def _hyper(meta_path: Path, raw: object) -> Hyper:
+    """Known hyperparameters must have their default's type (an int where a float is due is fine)."""
+    if not isinstance(raw, dict):
+        raise InputError(f"{meta_path}: field 'hyper' must be a JSON object, got {type(raw).__name__}")
+    defaults = Hyper()
+    for f in fields(Hyper):
+        if f.name not in raw:
+            continue
+        value, want = raw[f.name], type(getattr(defaults, f.name))
+        ok = (isinstance(value, want) or (want is float and isinstance(value, int))) and not isinstance(value, bool)
+        if not ok or (f.name in ("hidden", "speed_hidden") and value < 1):
+            raise InputError(f"{meta_path}: field 'hyper.{f.name}' must be a "
+                             f"{'positive ' if f.name.endswith('hidden') else ''}{want.__name__}, got {value!r}")
+    return Hyper.from_dict(raw)
+
+
+def _deployment(meta_path: Path, meta: dict) -> None:
+    """'deploy' (the network or a baseline heuristic) and 'patience' (a share in [0, 1])."""
+    from slurm_advisor.policies import BASELINES
+
+    deploy = meta.get("deploy", "network")
+    if deploy not in ("network", *BASELINES):
+        raise InputError(f"{meta_path}: field 'deploy' must be one of network, {', '.join(BASELINES)}; "
+                         f"got {deploy!r}")
+    patience = meta.get("patience", 0.0)
+    if isinstance(patience, bool) or not isinstance(patience, int | float) or not 0 <= patience <= 1:
+        raise InputError(f"{meta_path}: field 'patience' must be a number from 0 to 1, got {patience!r}")
+
+
+def _load_weights(net: torch.nn.Module, path: Path) -> None:
+    try:
+        state = torch.load(path, weights_only=True)
+        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+            raise InputError(f"{path}: cannot load weights: not a state_dict of tensors")
+        net.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
+    except (OSError, RuntimeError, pickle.UnpicklingError, EOFError) as e:
+        raise InputError(f"{path}: cannot load weights: {str(e).splitlines()[0]}") from None

@@ -145,3 +145,74 @@ class _Evil:
     def _run():
         _Evil.ran = True
         return torch.zeros(1)
+
+
+def _edit_meta(directory: Path, **changes) -> Path:
+    path = directory / "meta.json"
+    meta = json.loads(path.read_text())
+    for key, value in changes.items():
+        if value is _DROP:
+            del meta[key]
+        else:
+            meta[key] = value
+    path.write_text(json.dumps(meta))
+    return path
+
+
+_DROP = object()
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"types": _DROP}, "'types'"),
+    ({"types": "resnet50"}, "'types'"),
+    ({"types": ["resnet50", 3]}, "'types'"),
+    ({"schema_version": _DROP}, "'schema_version'"),
+    ({"hyper": [1, 2]}, "'hyper'"),
+    ({"hyper": {"hidden": "big"}}, "'hyper.hidden'"),
+    ({"hyper": {"speed_hidden": 0}}, "'hyper.speed_hidden'"),
+    ({"patience": "high"}, "'patience'"),
+    ({"patience": 1.5}, "'patience'"),
+    ({"patience": True}, "'patience'"),
+    ({"deploy": "best-fit"}, "'deploy'"),
+    ({"deploy": 3}, "'deploy'"),
+])
+def test_bad_meta_fields_are_one_input_error_naming_file_and_field(saved, changes, field) -> None:
+    directory, _, _ = saved
+    path = _edit_meta(directory, **changes)
+    with pytest.raises(InputError) as info:
+        checkpoint.load(directory)
+    assert str(path) in str(info.value) and field in str(info.value)
+
+
+def test_meta_that_is_not_an_object_is_an_input_error(saved) -> None:
+    directory, _, _ = saved
+    (directory / "meta.json").write_text("[1, 2, 3]\n")
+    with pytest.raises(InputError, match="must be a JSON object") as info:
+        checkpoint.load(directory)
+    assert str(directory / "meta.json") in str(info.value)
+
+
+def test_meta_that_is_a_directory_is_an_input_error(saved) -> None:
+    directory, _, _ = saved
+    (directory / "meta.json").unlink()
+    (directory / "meta.json").mkdir()
+    with pytest.raises(InputError) as info:
+        checkpoint.load(directory)
+    assert str(directory / "meta.json") in str(info.value)
+
+
+def test_meta_that_is_not_utf8_is_an_input_error(saved) -> None:
+    directory, _, _ = saved
+    (directory / "meta.json").write_bytes(b'{"note": "caf\xe9"}')
+    with pytest.raises(InputError, match="UTF-8") as info:
+        checkpoint.load(directory)
+    assert str(directory / "meta.json") in str(info.value)
+
+
+@pytest.mark.parametrize("content", [[torch.zeros(2)], torch.zeros(3), {"body.0.weight": [1.0]}])
+def test_weights_that_are_not_a_state_dict_are_input_errors(saved, content) -> None:
+    directory, _, _ = saved
+    torch.save(content, directory / "policy.pt")
+    with pytest.raises(InputError, match="cannot load weights") as info:
+        checkpoint.load(directory)
+    assert str(directory / "policy.pt") in str(info.value)
