@@ -5,8 +5,14 @@ Required columns (extra columns are ignored)::
     job_id,submit_time,type,num_ps,num_workers,ps_cpus,ps_gpus,ps_mem_mb,
     worker_cpus,worker_gpus,worker_mem_mb,iterations
 
-Optional columns, read when present: ``user``, ``batch_size``, ``model_size_mb``.
-A bad row raises :class:`InputError` naming file, line and column; nothing is half-loaded.
+Optional columns, read when present: ``user``, ``batch_size``, ``model_size_mb`` and
+``time_limit_s`` (Slurm's ``--time`` in seconds: positive and finite; empty or absent: see the
+simulator's default time-limit rule).
+
+Bounds, so that every time the simulator derives stays finite: ``submit_time`` at most 1e10 s
+(317 years), ``iterations`` at most 1e12, ``model_size_mb`` at most 1e7 (10 TB: no model is
+larger). The file is UTF-8; a byte-order mark at the start is allowed. A bad row raises
+:class:`InputError` naming file, line and column; nothing is half-loaded.
 """
 from __future__ import annotations
 
@@ -20,7 +26,10 @@ from slurm_advisor.errors import InputError
 
 COLUMNS = ("job_id", "submit_time", "type", "num_ps", "num_workers", "ps_cpus", "ps_gpus",
            "ps_mem_mb", "worker_cpus", "worker_gpus", "worker_mem_mb", "iterations")
-OPTIONAL_COLUMNS = ("user", "batch_size", "model_size_mb")
+OPTIONAL_COLUMNS = ("user", "batch_size", "model_size_mb", "time_limit_s")
+MAX_MODEL_SIZE_MB = 1e7     # 10 TB: a larger "model" is a typo, and it would make speeds vanish
+MAX_SUBMIT_TIME_S = 1e10
+MAX_ITERATIONS = 1e12
 _INT_COLUMNS = ("num_ps", "num_workers", "ps_cpus", "ps_gpus", "ps_mem_mb", "worker_cpus",
                 "worker_gpus", "worker_mem_mb")
 
@@ -29,7 +38,7 @@ def read_trace(path: str | Path) -> list[Job]:
     """All jobs of a trace file, sorted by submit time (stable for equal times)."""
     path = Path(path)
     try:
-        with path.open(newline="") as f:
+        with path.open(newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
             if missing:
@@ -39,7 +48,7 @@ def read_trace(path: str | Path) -> list[Job]:
     except OSError as e:
         raise InputError(f"{path}: cannot read trace: {e.strerror}") from None
     except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text CSV file") from None
+        raise InputError(f"{path}: not a UTF-8 text CSV file") from None
     _check_unique_ids(path, numbered)
     jobs = [job for _, job in numbered]
     if not jobs:
@@ -64,7 +73,7 @@ def _parse_row(path: Path, line: int, row: dict[str, str]) -> Job:
             raise InputError(f"{path}: line {line}: column '{name}': {value} is below {minimum}")
         return value
 
-    def number(name: str, positive: bool = False) -> float:
+    def number(name: str, maximum: float, positive: bool = False) -> float:
         raw = field(name)
         try:
             value = float(raw)
@@ -73,7 +82,13 @@ def _parse_row(path: Path, line: int, row: dict[str, str]) -> Job:
         if not math.isfinite(value) or value < 0 or (positive and value == 0):
             raise InputError(f"{path}: line {line}: column '{name}': {raw} must be "
                              f"{'positive' if positive else 'non-negative'} and finite")
+        if value > maximum:
+            raise InputError(f"{path}: line {line}: column '{name}': {raw} is too large (at most {maximum:g})")
         return value
+
+    def optional(name: str) -> float | None:
+        bound = MAX_MODEL_SIZE_MB if name == "model_size_mb" else math.inf
+        return number(name, bound, positive=True) if (row.get(name) or "").strip() else None
 
     ints = {c: integer(c, minimum=1 if c == "num_workers" else 0) for c in _INT_COLUMNS}
     worker = Resources(ints["worker_cpus"], ints["worker_gpus"], ints["worker_mem_mb"])
@@ -84,11 +99,10 @@ def _parse_row(path: Path, line: int, row: dict[str, str]) -> Job:
         id=field("job_id"), type=field("type"), num_ps=ints["num_ps"],
         num_workers=ints["num_workers"],
         ps_demand=Resources(ints["ps_cpus"], ints["ps_gpus"], ints["ps_mem_mb"]),
-        worker_demand=worker, iterations=number("iterations", positive=True),
-        submit_time=number("submit_time"), user=(row.get("user") or "").strip(),
+        worker_demand=worker, iterations=number("iterations", MAX_ITERATIONS, positive=True),
+        submit_time=number("submit_time", MAX_SUBMIT_TIME_S), user=(row.get("user") or "").strip(),
         batch_size=integer("batch_size", 1) if (row.get("batch_size") or "").strip() else None,
-        model_size_mb=(number("model_size_mb", positive=True)
-                       if (row.get("model_size_mb") or "").strip() else None))
+        model_size_mb=optional("model_size_mb"), time_limit_s=optional("time_limit_s"))
 
 
 def _check_unique_ids(path: Path, numbered: list[tuple[int, Job]]) -> None:
@@ -111,7 +125,8 @@ def write_trace(path: str | Path, jobs: Iterable[Job]) -> int:
                         j.ps_demand.cpus, j.ps_demand.gpus, j.ps_demand.mem_mb,
                         j.worker_demand.cpus, j.worker_demand.gpus, j.worker_demand.mem_mb,
                         _num(j.iterations), j.user, j.batch_size or "",
-                        _num(j.model_size_mb) if j.model_size_mb else ""])
+                        _num(j.model_size_mb) if j.model_size_mb else "",
+                        _num(j.time_limit_s) if j.time_limit_s else ""])
             n += 1
     return n
 

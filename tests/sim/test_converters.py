@@ -176,3 +176,20 @@ def test_example_traces_load_and_stay_small(name: str, count: int) -> None:
     path = Path(__file__).resolve().parents[2] / "examples" / "traces" / name
     assert len(read_trace(path)) == count
     assert path.stat().st_size < 40_000
+
+
+# --- Time limits: no public trace here carries one ----------------------------------------------
+
+def test_converters_leave_the_time_limit_empty(shared_data: Path, philly_path: Path, tmp_path: Path) -> None:
+    every = [
+        philly_jobs(philly_path, start_s=BUSY, max_jobs=50),
+        gavel_jobs(shared_data / "gavel" / "traces" / "physical_cluster" / "artifact_evaluation.trace"),
+        pollux_jobs(shared_data / "pollux" / "traces" / "workload-1.csv", shared_data / "pollux" / "models"),
+        synthetic_jobs(50, mix="large"),
+    ]
+    for jobs in every:
+        assert all(j.time_limit_s is None for j in jobs)
+        out = tmp_path / "t.csv"
+        write_trace(out, jobs)
+        rows = out.read_text().splitlines()
+        assert rows[0].endswith(",time_limit_s") and all(r.endswith(",") for r in rows[1:])

@@ -5,7 +5,7 @@ import pytest
 
 from slurm_advisor.domain import Job, Resources
 from slurm_advisor.errors import InputError
-from slurm_advisor.sim.trace import COLUMNS, read_trace, write_trace
+from slurm_advisor.sim.trace import COLUMNS, MAX_MODEL_SIZE_MB, read_trace, write_trace
 
 HEADER = ",".join(COLUMNS)
 ROWS = [
@@ -160,4 +160,46 @@ def test_write_then_read_round_trips(tmp_path: Path) -> None:
 def test_written_integers_look_like_integers(tmp_path: Path) -> None:
     path = tmp_path / "out.csv"
     write_trace(path, [Job("a", "x", 0, 1, Resources(), Resources(1, 0, 0), 5.0, submit_time=3.0)])
-    assert path.read_text().splitlines()[1] == "a,3,x,0,1,0,0,0,1,0,0,5,,,"
+    assert path.read_text().splitlines()[1] == "a,3,x,0,1,0,0,0,1,0,0,5,,,,"
+
+
+def test_a_utf8_byte_order_mark_is_read_fine(tmp_path: Path) -> None:
+    path = tmp_path / "bom.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + ("\n".join([HEADER, *ROWS]) + "\n").encode())
+    assert [j.id for j in read_trace(path)] == ["b", "a", "c"]
+
+
+@pytest.mark.parametrize("column, value, words", [
+    ("model_size_mb", "1e308", f"at most {MAX_MODEL_SIZE_MB:g}"),
+    ("model_size_mb", "20000000", f"at most {MAX_MODEL_SIZE_MB:g}"),
+    ("time_limit_s", "0", "positive"),
+    ("time_limit_s", "-60", "positive"),
+    ("time_limit_s", "inf", "finite"),
+    ("time_limit_s", "1h", "not a number"),
+])
+def test_out_of_range_optional_fields_are_refused(tmp_path: Path, column: str, value: str, words: str) -> None:
+    header = HEADER + f",{column}"
+    path = write(tmp_path, ROWS[0] + ",100", ROWS[2] + f",{value}", header=header)
+    with pytest.raises(InputError, match=rf"line 3: column '{column}'") as err:
+        read_trace(path)
+    assert str(path) in str(err.value) and words in str(err.value)
+
+
+@pytest.mark.parametrize("column, value", [("iterations", "1e13"), ("iterations", "1e308"),
+                                           ("submit_time", "1e11"), ("submit_time", "1e308")])
+def test_absurdly_large_numbers_are_refused(tmp_path: Path, column: str, value: str) -> None:
+    path = write(tmp_path, ROWS[0], _replace(ROWS[1], column, value))
+    with pytest.raises(InputError, match=rf"line 3: column '{column}': .*at most") as err:
+        read_trace(path)
+    assert str(path) in str(err.value)
+
+
+def test_time_limit_is_read_and_written(tmp_path: Path) -> None:
+    path = write(tmp_path, ROWS[0] + ",7200", ROWS[2] + ",", header=HEADER + ",time_limit_s")
+    a, c = read_trace(path)
+    assert (a.time_limit_s, c.time_limit_s) == (7200.0, None)
+    out = tmp_path / "out.csv"
+    write_trace(out, [a, c])
+    assert read_trace(out) == [a, c]
+    assert out.read_text().splitlines()[0].split(",")[-1] == "time_limit_s"
+    assert out.read_text().splitlines()[1].endswith(",7200")

@@ -2,6 +2,10 @@
 
 Gavel's traces name a measured model ("ResNet-50 (batch size 64)"), a step count and a GPU count;
 we keep all three, so a simulation over a Gavel trace runs the jobs Gavel itself simulated.
+
+No time limit: neither format carries one (the current format's SLO field is a completion
+target, not a run-time limit, and is not read), so ``time_limit_s`` stays empty (the simulator
+applies its default time-limit rule).
 """
 from __future__ import annotations
 

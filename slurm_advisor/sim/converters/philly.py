@@ -4,6 +4,9 @@ The derived Philly file (``philly_jobs.csv.gz``) only gives submit time, GPU cou
 VC: no model, no framework. We therefore assign a job type from the job's GPU-hours, following
 Pollux's ``simulator/workload.py`` (small jobs are small models, huge jobs are ImageNet), and mix
 in the CNN and sequence types Pollux never measured so that parameter-server jobs exist too.
+
+No time limit: the file records how long a job ran, not the limit its user asked for, so
+``time_limit_s`` stays empty (the simulator applies its default time-limit rule).
 """
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ Each workload row names an application, a GPU count and a total batch size. The 
 comes from Pollux's own convergence runs: the iterations a model needed, at the measured batch
 size nearest to the job's, to reach its validation target. So the run lengths are real figures,
 not a guess from a duration.
+
+No time limit: Pollux's workloads have none, so ``time_limit_s`` stays empty (the simulator
+applies its default time-limit rule).
 """
 from __future__ import annotations
 

@@ -2,6 +2,9 @@
 
 The real traces are dominated by 1-GPU jobs, which placement barely affects; the ``large`` mix
 exists to stress placement with jobs that must span nodes, and to exercise parameter servers.
+
+No time limit is drawn: ``time_limit_s`` stays empty (the simulator applies its default
+time-limit rule).
 """
 from __future__ import annotations
 
