@@ -25,6 +25,11 @@ def _slurm_default(ctx: PolicyContext) -> Policy:
     return SlurmDefaultPolicy()
 
 
+def _slurm_topo(ctx: PolicyContext) -> Policy:
+    from slurm_advisor.policies.slurm_topo import SlurmTopoPolicy
+    return SlurmTopoPolicy()
+
+
 def _pack(ctx: PolicyContext) -> Policy:
     from slurm_advisor.policies.pack import PackPolicy
     return PackPolicy()
@@ -59,6 +64,7 @@ def _learned(ctx: PolicyContext) -> Policy:
 
 POLICIES: dict[str, Callable[[PolicyContext], Policy]] = {
     "slurm-default": _slurm_default,
+    "slurm-topo": _slurm_topo,
     "pack": _pack,
     "spread": _spread,
     "random": _random,
@@ -67,7 +73,7 @@ POLICIES: dict[str, Callable[[PolicyContext], Policy]] = {
     "learned": _learned,
 }
 
-BASELINES = ("slurm-default", "pack", "spread", "random", "tetris")
+BASELINES = ("slurm-default", "slurm-topo", "pack", "spread", "random", "tetris")
 
 
 def make_policy(name: str, ctx: PolicyContext | None = None) -> Policy:

@@ -35,34 +35,7 @@ def place(name: str, snap: ClusterSnapshot, job: Job) -> list[str] | None:
     return None if p is None else [t.node for t in p.tasks]
 
 
-# -- slurm-default -------------------------------------------------------------------------
-def test_slurm_default_puts_a_job_on_the_first_node_that_holds_it_all() -> None:
-    snap = snapshot({"n1": 2, "n2": 6, "n3": 8})
-    assert place("slurm-default", snap, workers("j", 4)) == ["n2"] * 4
-    assert place("slurm-default", snap, workers("j", 2)) == ["n1"] * 2
-    assert place("slurm-default", snap, workers("j", 7)) == ["n3"] * 7
-
-
-def test_slurm_default_follows_the_snapshot_node_order() -> None:
-    snap = snapshot({"n1": 8, "n2": 8, "n3": 8}, order=("n3", "n1", "n2"))
-    assert place("slurm-default", snap, workers("j", 3)) == ["n3"] * 3
-
-
-def test_slurm_default_uses_as_few_nodes_as_possible_when_one_is_not_enough() -> None:
-    snap = snapshot({"n1": 3, "n2": 0, "n3": 8, "n4": 8})
-    # two nodes suffice (n3 + n4), so the 3 free GPUs of n1 stay unused; tasks in block order
-    assert place("slurm-default", snap, workers("j", 12)) == ["n3"] * 8 + ["n4"] * 4
-    assert place("slurm-default", snap, workers("j", 12, num_ps=1)) == ["n3"] * 9 + ["n4"] * 4
-
-
-def test_slurm_default_breaks_ties_by_node_order() -> None:
-    snap = snapshot({"n1": 4, "n2": 6, "n3": 6, "n4": 6})
-    # any two of n2..n4 hold 10 workers: the lowest-named two, in block order
-    assert place("slurm-default", snap, workers("j", 10)) == ["n2"] * 6 + ["n3"] * 4
-    # three nodes are needed for 17: n2, n3, n4 (6 each), never n1 (4)
-    assert place("slurm-default", snap, workers("j", 17)) == ["n2"] * 6 + ["n3"] * 6 + ["n4"] * 5
-
-
+# -- slurm-default (its node choice: tests/policies/test_cons_tres.py) -------------------
 def test_slurm_default_scores_earlier_nodes_higher() -> None:
     snap = snapshot({"n1": 8, "n2": 8, "n3": 8})
     scores = make_policy("slurm-default").score_nodes(snap, workers("j", 1))

@@ -1,0 +1,286 @@
+"""Slurm 22.05's select/cons_tres node choice, transcribed from its source.
+
+`src/plugins/select/cons_tres/job_test.c` (tag slurm-22-05-9-1): ``choose_nodes`` ->
+``_eval_nodes`` (no topology) or ``_eval_nodes_topo`` (topology/tree). Everything a job asks
+for is counted in *tasks* here: Slurm counts CPUs, and a node's usable CPUs for a job
+(``can_job_run_on_node``) are its free CPUs cut down by the job's memory per CPU and GPUs per
+task and rounded to whole tasks, so "CPUs / cpus-per-task" is exactly our task slots.
+
+- ``_eval_nodes``: the nodes that can take at least one task form runs of consecutive nodes
+  (equal node weights: our nodes carry none). The run to take from is the *tightest* run that
+  holds the whole remaining job, else the biggest one (first in node order on ties). A job
+  that asks for one node (``--nodes`` unset: min_nodes = 1) goes on the best-fitting single
+  node of that run (fewest usable slots that still hold it, first on ties); otherwise the
+  run's nodes are taken in index order, each giving all it can (``_cpus_to_use`` keeps one
+  task back for every further node the job must still span). If the run runs out, the next
+  best run is chosen for what remains.
+- ``choose_nodes``: at most ``num_tasks`` nodes; if the first evaluation fails under a node
+  cap, nodes with few usable resources are dropped one level at a time and it is retried.
+- ``_eval_nodes_topo``: under topology/tree, leaf switches are chosen one at a time by the
+  tightest fit in *available node count* (fewest usable nodes that still cover the nodes the
+  job must span; with min_nodes = 1 that is simply the leaf with the fewest usable nodes, first
+  in switch order on ties), and each chosen leaf's nodes are taken in index order. 22.05 has
+  no best-fit single node here: a one-node job can be split over a leaf's first nodes.
+
+What Slurm cannot express we generalise plainly: a PS job's tasks have two shapes, and a
+node's slots are counted in task order (PS first), the way block distribution hands them out.
+Everything is numpy over the node arrays plus Python only over the nodes a job takes, so a
+decision on 10,000 nodes costs a few vector passes (Slurm itself scans node bitmaps).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources
+
+_MANY = np.iinfo(np.int64).max // 4
+
+
+def usable_slots(free: np.ndarray, demand: Resources) -> np.ndarray:
+    """Tasks of ``demand`` each node could hold (uncapped by the job's size), shape (nodes,)."""
+    out = np.full(len(free), _MANY, dtype=np.int64)
+    for r, need in enumerate((demand.cpus, demand.gpus, demand.mem_mb)):
+        if need > 0:
+            np.minimum(out, free[:, r] // need, out=out)
+    return np.maximum(out, 0, out=out)
+
+
+def job_slots(free: np.ndarray, job: Job) -> np.ndarray:
+    """Usable task slots per node for the whole job: its PS tasks first, then workers."""
+    if job.num_ps == 0:
+        return usable_slots(free, job.worker_demand)
+    ps = np.minimum(usable_slots(free, job.ps_demand), job.num_ps)
+    d = job.ps_demand
+    left = free - np.outer(ps, (d.cpus, d.gpus, d.mem_mb))
+    return ps + usable_slots(left, job.worker_demand)
+
+
+@dataclass
+class _Request:
+    """The counters ``_eval_nodes`` keeps while it takes nodes (in tasks)."""
+
+    rem: int          # tasks still to place (rem_cpus)
+    rem_max: int      # rem_max_cpus
+    rem_nodes: int    # nodes the job must still span (max(min_nodes, req_nodes))
+    min_rem_nodes: int
+    max_nodes: int
+
+    def done(self) -> bool:
+        return self.rem_nodes <= 0 and self.rem <= 0
+
+    def take(self, avail: int) -> int:
+        """``_cpus_to_use``: what one more node gives, keeping a task for each node still needed."""
+        limit = self.rem_max - max(self.min_rem_nodes - 1, 0)
+        give = avail if avail <= limit else max(limit, 1)
+        self.rem -= give
+        self.rem_max -= give
+        self.rem_nodes -= 1
+        self.min_rem_nodes -= 1
+        self.max_nodes -= 1
+        return give
+
+
+def select(snapshot: ClusterSnapshot, job: Job, *, topology: bool = False, min_nodes: int = 1,
+           max_nodes: int | None = None) -> Placement | None:
+    """The placement cons_tres gives ``job`` on ``snapshot`` now, or None if it cannot start."""
+    free = snapshot.free_array()
+    avail = job_slots(free, job)
+    if int(np.minimum(avail, job.num_tasks).sum()) < job.num_tasks:
+        return None  # not enough room anywhere: every evaluation below would fail
+    cap = job.num_tasks if max_nodes is None else min(max_nodes, job.num_tasks)
+    cap = max(cap, min_nodes)
+    evaluate = _eval_nodes_topo if topology else _eval_nodes
+    taken = evaluate(snapshot, avail, job, min_nodes, cap)
+    if taken is None and max_nodes is not None:
+        taken = _retry_without_small_nodes(snapshot, avail, job, min_nodes, cap, evaluate)
+    return None if taken is None else _placement(snapshot, job, taken, free)
+
+
+def _retry_without_small_nodes(snapshot, avail, job, min_nodes, cap, evaluate):
+    """``choose_nodes``: drop nodes whose usable resources are at most 1, 2, ... and retry."""
+    d = job.worker_demand
+    res = avail * (max(d.cpus, 1) + d.gpus)  # avail_res_cnt: usable CPUs + GPUs
+    usable = np.count_nonzero(avail)
+    for count in range(1, int(res.max(initial=0))):
+        if usable <= min_nodes:
+            return None
+        drop = (res > 0) & (res <= count)
+        if not drop.any():
+            continue
+        avail = np.where(drop, 0, avail)
+        res = np.where(drop, 0, res)
+        usable = np.count_nonzero(avail)
+        taken = evaluate(snapshot, avail, job, min_nodes, cap)
+        if taken is not None:
+            return taken
+    return None
+
+
+def _eval_nodes(snapshot, avail: np.ndarray, job: Job, min_nodes: int, max_nodes: int
+                ) -> list[tuple[int, int]] | None:
+    usable = avail > 0
+    edges = np.diff(np.concatenate(([0], usable.view(np.int8), [0])))
+    starts = np.flatnonzero(edges == 1)
+    ends = np.flatnonzero(edges == -1)  # exclusive
+    totals = np.add.reduceat(avail, starts) if len(starts) else np.zeros(0, dtype=np.int64)
+    counts = ends - starts
+    live = np.ones(len(starts), dtype=bool)
+    req = _Request(job.num_tasks, job.num_tasks, min_nodes, min_nodes, max_nodes)
+    taken: list[tuple[int, int]] = []
+    while live.any() and req.max_nodes > 0:
+        b = _best_run(totals, counts, live, req)
+        first, last = int(starts[b]), int(ends[b])
+        single = _best_fit_single(avail, first, last, req) if req.rem_nodes <= 1 else None
+        if single is not None:
+            taken.append((single, req.take(int(avail[single]))))
+        else:
+            _take_in_order(avail, first, last, req, taken)
+        if req.done():
+            return taken
+        live[b] = False
+    return taken if req.rem <= 0 and req.rem_nodes <= 0 else None
+
+
+def _best_run(totals, counts, live, req: _Request) -> int:
+    """The tightest live run that holds the rest of the job, else the biggest (first on ties)."""
+    sufficient = live & (totals >= req.rem) & (counts >= req.rem_nodes)
+    if req.rem_nodes > 1:
+        return _best_run_sequential(totals, live, sufficient)
+    if sufficient.any():
+        return int(np.argmin(np.where(sufficient, totals, _MANY)))
+    return int(np.argmax(np.where(live, totals, -1)))
+
+
+def _best_run_sequential(totals, live, sufficient) -> int:
+    # With a node count to meet, "sufficient" is not monotone in the run's size: keep the
+    # source's order of comparisons exactly.
+    best, best_total, best_sufficient = -1, 0, False
+    for i in np.flatnonzero(live):
+        s, t = bool(sufficient[i]), int(totals[i])
+        if (best < 0 or (s and not best_sufficient) or (s and t < best_total)
+                or (not s and t > best_total)):
+            best, best_total, best_sufficient = int(i), t, s
+    return best
+
+
+def _best_fit_single(avail, first: int, last: int, req: _Request) -> int | None:
+    block = avail[first:last]
+    holds = block >= req.rem
+    if not holds.any():
+        return None
+    return first + int(np.argmin(np.where(holds, block, _MANY)))
+
+
+def _take_in_order(avail, first: int, last: int, req: _Request, taken: list) -> None:
+    i = first
+    while i < last and req.max_nodes > 0 and not req.done():
+        if req.max_nodes == 1 and avail[i] < req.rem:
+            # Only one more node allowed: skip straight to the first that holds the rest.
+            holds = np.flatnonzero(avail[i:last] >= req.rem)
+            if not len(holds):
+                return
+            i += int(holds[0])
+        taken.append((i, req.take(int(avail[i]))))
+        i += 1
+
+
+def _eval_nodes_topo(snapshot, avail: np.ndarray, job: Job, min_nodes: int, max_nodes: int
+                     ) -> list[tuple[int, int]] | None:
+    layout = snapshot.layout
+    usable = avail > 0
+    if int(avail.sum()) < job.num_tasks or np.count_nonzero(usable) < min_nodes:
+        return None
+    leaf_of = layout.switch_id
+    leaves = _leaf_order(layout)
+    left = {leaf: int(np.count_nonzero(usable & (leaf_of == leaf))) for leaf in leaves}
+    req = _Request(job.num_tasks, job.num_tasks, min_nodes, min_nodes, max_nodes)
+    taken: list[tuple[int, int]] = []
+    previous = req.rem_nodes + 1
+    while previous != req.rem_nodes:
+        previous = req.rem_nodes
+        leaf = _best_leaf(leaves, left, req.rem_nodes)
+        if leaf is None:
+            break
+        for i in np.flatnonzero(usable & (leaf_of == leaf)):
+            if req.max_nodes <= 0:
+                break
+            taken.append((int(i), req.take(int(avail[i]))))
+            if req.done():
+                return taken
+        left[leaf] = 0
+    return taken if req.min_rem_nodes <= 0 and req.rem <= 0 else None
+
+
+def _leaf_order(layout) -> list[int]:
+    """Leaf switches in the order topology.conf would list them: by first node."""
+    ids = layout.switch_id
+    _, first = np.unique(ids, return_index=True)
+    return [int(ids[i]) for i in sorted(first)]
+
+
+def _best_leaf(leaves, left: dict[int, int], rem_nodes: int) -> int | None:
+    """``_topo_choose_best_switch``: the tightest leaf that covers the nodes still needed."""
+    best = None
+    for leaf in leaves:
+        if left[leaf] == 0:
+            continue
+        if best is None or _compare_leaves(left[leaf], left[best], rem_nodes) > 0:
+            best = leaf
+    return best
+
+
+def _compare_leaves(n_i: int, n_j: int, rem_nodes: int) -> int:
+    i_fit, j_fit = n_i >= rem_nodes, n_j >= rem_nodes
+    if i_fit and j_fit:
+        return (n_i < n_j) - (n_i > n_j)
+    if i_fit != j_fit:
+        return 1 if i_fit else -1
+    return (n_i > n_j) - (n_i < n_j)  # neither fits: the bigger gets closer
+
+
+def _placement(snapshot, job: Job, taken: list[tuple[int, int]], free: np.ndarray) -> Placement | None:
+    """Tasks in block order over the taken nodes (node order), each node's count as chosen.
+
+    A PS job's node takes the next tasks in task order that fit it (PS first); slots were
+    counted as if each node took PS tasks, so what a node cannot hold after all goes first-fit
+    in node order (Slurm has no such job: it would be a hetjob there)."""
+    nodes = snapshot.nodes
+    if not job.num_ps:
+        return Placement.of(job, [nodes[i].name for i, count in sorted(taken) for _ in range(count)])
+    room = free.copy()
+    ps_nodes: list[str] = []
+    w_nodes: list[str] = []
+    ps_left, w_left = job.num_ps, job.num_workers
+    for i, count in sorted(taken):
+        ps, w = _split(room[i], job, ps_left, w_left, count)
+        room[i] -= _vector(job.ps_demand) * ps + _vector(job.worker_demand) * w
+        ps_left, w_left = ps_left - ps, w_left - w
+        ps_nodes += [nodes[i].name] * ps
+        w_nodes += [nodes[i].name] * w
+    for demand, left, out in ((job.ps_demand, ps_left, ps_nodes), (job.worker_demand, w_left, w_nodes)):
+        for _ in range(left):
+            fits = np.flatnonzero(usable_slots(room, demand) > 0)
+            if not len(fits):
+                return None
+            room[fits[0]] -= _vector(demand)
+            out.append(nodes[fits[0]].name)
+    return Placement.of(job, ps_nodes + w_nodes)
+
+
+def _vector(r: Resources) -> np.ndarray:
+    return np.array((r.cpus, r.gpus, r.mem_mb), dtype=np.int64)
+
+
+def _split(free_row, job: Job, ps_left: int, w_left: int, count: int) -> tuple[int, int]:
+    """How many of the next ``count`` tasks (PS first) one node's free capacity holds."""
+    c, g, m = (int(x) for x in free_row)
+    room = Resources(c, g, m)
+    ps = 0
+    while ps < min(ps_left, count) and job.ps_demand.fits_in(room):
+        room, ps = room - job.ps_demand, ps + 1
+    w = 0
+    while w < min(w_left, count - ps) and job.worker_demand.fits_in(room):
+        room, w = room - job.worker_demand, w + 1
+    return ps, w

@@ -1,0 +1,140 @@
+"""slurm-default and slurm-topo = Slurm 22.05's select/cons_tres, case by case from its source.
+
+Each case names the rule of ``src/plugins/select/cons_tres/job_test.c`` it pins down. Free
+capacity is given in GPUs; CPUs and memory are in step (one worker = 2 CPUs, 1 GPU, 8 GB), so
+a node's usable task slots for a worker-only job equal its free GPUs.
+"""
+import numpy as np
+
+from slurm_advisor.domain import ClusterSnapshot, Job, Node, Resources
+from slurm_advisor.policies import BASELINES, make_policy
+
+WORKER = Resources(2, 1, 8_000)
+
+
+def snapshot(free_gpus: dict[str, int], switches: dict[str, str] | None = None) -> ClusterSnapshot:
+    switches = switches or {}
+    nodes = tuple(Node(n, 16, 8, 64_000, switches.get(n)) for n in free_gpus)
+    return ClusterSnapshot(nodes, {n: Resources(2 * g, g, 8_000 * g) for n, g in free_gpus.items()})
+
+
+def workers(n: int, num_ps: int = 0) -> Job:
+    return Job("j", "resnet50", num_ps, n, Resources(2, 0, 8_000), WORKER, 100.0)
+
+
+def layout(policy: str, snap: ClusterSnapshot, job: Job, **kw) -> list[tuple[str, int]] | None:
+    p = make_policy(policy).place(snap, job, np.random.default_rng(0), **kw)
+    return None if p is None else [(n, ps + w) for n, ps, w in p.per_node()]
+
+
+def test_a_job_that_fits_one_node_goes_to_the_best_fitting_one() -> None:
+    # _eval_nodes, rem_nodes <= 1: the node with the fewest usable slots that still hold it
+    snap = snapshot({"n1": 2, "n2": 6, "n3": 8})
+    assert layout("slurm-default", snap, workers(4)) == [("n2", 4)]
+    assert layout("slurm-default", snap, workers(2)) == [("n1", 2)]
+    assert layout("slurm-default", snap, workers(7)) == [("n3", 7)]
+
+
+def test_the_reviewed_example() -> None:
+    # free GPUs n1:2 n2:8 n3:4 n4:8: a 4-GPU job best-fits n3; 12 GPUs are taken in node order
+    snap = snapshot({"n1": 2, "n2": 8, "n3": 4, "n4": 8})
+    assert layout("slurm-default", snap, workers(4)) == [("n3", 4)]
+    assert layout("slurm-default", snap, workers(12)) == [("n1", 2), ("n2", 8), ("n3", 2)]
+
+
+def test_ties_go_to_the_first_node_in_slurm_order() -> None:
+    nodes = tuple(Node(n, 16, 8, 64_000) for n in ("n3", "n1", "n2"))
+    snap = ClusterSnapshot.empty(nodes)
+    assert layout("slurm-default", snap, workers(3)) == [("n3", 3)]
+
+
+def test_a_full_node_splits_the_runs_and_the_tightest_sufficient_run_wins() -> None:
+    snap = snapshot({"n1": 3, "n2": 0, "n3": 8, "n4": 8})
+    assert layout("slurm-default", snap, workers(12)) == [("n3", 8), ("n4", 4)]
+    assert layout("slurm-default", snap, workers(2)) == [("n1", 2)]   # run [n1] (3) is tighter
+    assert layout("slurm-default", snap, workers(4)) == [("n3", 4)]   # [n1] is too small
+
+
+def test_best_fit_is_within_the_chosen_run_not_the_whole_cluster() -> None:
+    # runs [n1] (8 slots) and [n3, n4] (10): the tighter run holding 5 tasks is [n1], so the
+    # job goes there although n3 would hold it exactly
+    snap = snapshot({"n1": 8, "n2": 0, "n3": 5, "n4": 5})
+    assert layout("slurm-default", snap, workers(5)) == [("n1", 5)]
+
+
+def test_when_no_run_holds_the_job_the_biggest_goes_first_then_the_next() -> None:
+    snap = snapshot({"n1": 4, "n2": 0, "n3": 3, "n4": 3})
+    # [n3, n4] (6) first, then the rest (3) best-fits [n1]; tasks in node order
+    assert layout("slurm-default", snap, workers(9)) == [("n1", 3), ("n3", 3), ("n4", 3)]
+
+
+def test_multi_node_jobs_take_the_lowest_numbered_nodes_with_room() -> None:
+    # the testbed's second kind of disagreement with the old rule: 1 + 2 + 3 on n1..n3
+    snap = snapshot({"n1": 1, "n2": 2, "n3": 3, "n4": 4})
+    assert layout("slurm-default", snap, workers(6)) == [("n1", 1), ("n2", 2), ("n3", 3)]
+
+
+def test_no_room_means_no_placement() -> None:
+    snap = snapshot({"n1": 1, "n2": 2})
+    assert layout("slurm-default", snap, workers(4)) is None
+
+
+def test_a_node_cap_is_met_by_dropping_small_nodes_and_retrying() -> None:
+    snap = snapshot({"n1": 1, "n2": 8, "n3": 8})
+    assert layout("slurm-default", snap, workers(9), max_nodes=2) == [("n1", 1), ("n2", 8)]
+    # n1 + one more node cannot hold 10: choose_nodes drops n1 and finds n2 + n3
+    assert layout("slurm-default", snap, workers(10), max_nodes=2) == [("n2", 8), ("n3", 2)]
+    assert layout("slurm-default", snap, workers(17), max_nodes=2) is None
+    assert layout("slurm-default", snap, workers(10)) == [("n1", 1), ("n2", 8), ("n3", 1)]
+
+
+def test_a_ps_job_gets_its_ps_tasks_first_in_block_order() -> None:
+    snap = snapshot({"n1": 8, "n2": 8})
+    job = workers(10, num_ps=2)
+    p = make_policy("slurm-default").place(snap, job)
+    assert [t.role.value for t in p.tasks] == ["ps"] * 2 + ["worker"] * 10
+    assert [t.node for t in p.tasks[:2]] == ["n1", "n1"]
+    assert snap.fits(job, p)
+
+
+SWITCHED = {"n1": "s1", "n2": "s1", "n3": "s1", "n4": "s2", "n5": "s2"}
+
+
+def test_topo_keeps_a_job_under_the_leaf_with_the_fewest_usable_nodes() -> None:
+    # _eval_nodes_topo: s2 has 2 usable nodes, s1 has 3, so s2 is the tighter fit
+    snap = snapshot({"n1": 8, "n2": 2, "n3": 1, "n4": 8, "n5": 8}, SWITCHED)
+    assert layout("slurm-topo", snap, workers(12)) == [("n4", 8), ("n5", 4)]
+    # without topology the job runs over n1..n4 in node order, across both switches
+    assert layout("slurm-default", snap, workers(12)) == [("n1", 8), ("n2", 2), ("n3", 1), ("n4", 1)]
+
+
+def test_topo_has_no_best_fit_single_node_in_22_05() -> None:
+    # s1's first usable node gives what it has, even though n2 alone would hold the job
+    switches = {"n1": "s1", "n2": "s1", "n3": "s2", "n4": "s2", "n5": "s2"}
+    snap = snapshot({"n1": 1, "n2": 8, "n3": 8, "n4": 8, "n5": 8}, switches)
+    assert layout("slurm-topo", snap, workers(4)) == [("n1", 1), ("n2", 3)]
+    assert layout("slurm-default", snap, workers(4)) == [("n2", 4)]
+
+
+def test_topo_spills_to_the_next_leaf_when_one_is_not_enough() -> None:
+    switches = {"n1": "s1", "n2": "s1", "n3": "s2", "n4": "s2", "n5": "s2"}
+    snap = snapshot({"n1": 8, "n2": 8, "n3": 8, "n4": 8, "n5": 8}, switches)
+    assert layout("slurm-topo", snap, workers(20)) == [("n1", 8), ("n2", 8), ("n3", 4)]
+
+
+def test_both_are_baselines() -> None:
+    assert {"slurm-default", "slurm-topo"} <= set(BASELINES)
+
+
+def test_cost_is_a_few_vector_passes_at_10000_nodes() -> None:
+    import time
+    nodes = tuple(Node(f"n{i:05d}", 48, 8, 256_000, f"s{i // 32}") for i in range(10_000))
+    rng = np.random.default_rng(1)
+    gpus = rng.integers(0, 9, size=10_000)
+    snap = ClusterSnapshot(nodes, {n.name: Resources(6 * g, int(g), 32_000 * g) for n, g in zip(nodes, gpus)})
+    for policy in ("slurm-default", "slurm-topo"):
+        p = make_policy(policy)
+        t0 = time.process_time()
+        for n in (1, 4, 16, 64):
+            assert p.place(snap, workers(n)) is not None
+        assert (time.process_time() - t0) / 4 < 0.02, policy
