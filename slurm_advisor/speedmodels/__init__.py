@@ -4,16 +4,24 @@
     gavel:PATH.json         Gavel's measured co-location throughputs
     pollux:MODELS_DIR       Pollux's measured placement sensitivity
     path/file.py:Class[:{json kwargs}]   a user plug-in
+
+Every model built here is wrapped in :class:`CheckedSpeedModel`: whatever the simulator, the
+oracle or the isolated-speed reference asks, each job gets a finite speed of at least
+``MIN_SPEED`` (1e-9 it/s), or the run stops with one message naming the model and the job.
 """
 from __future__ import annotations
 
 from slurm_advisor.errors import InputError
-from slurm_advisor.speedmodels.base import SpeedModel
+from slurm_advisor.speedmodels.base import MIN_SPEED, CheckedSpeedModel, SpeedModel
 
 BUILTIN = ("contention", "gavel:PATH", "pollux:DIR")
 
 
-def load_speed_model(spec: str) -> SpeedModel:
+def load_speed_model(spec: str) -> CheckedSpeedModel:
+    return CheckedSpeedModel(_build(spec))
+
+
+def _build(spec: str) -> SpeedModel:
     if ".py:" in spec:
         from slurm_advisor.speedmodels.plugin import PluginSpeedModel
         return PluginSpeedModel(spec)
@@ -31,4 +39,4 @@ def load_speed_model(spec: str) -> SpeedModel:
                      "or path/to/file.py:ClassName")
 
 
-__all__ = ["BUILTIN", "SpeedModel", "load_speed_model"]
+__all__ = ["BUILTIN", "MIN_SPEED", "CheckedSpeedModel", "SpeedModel", "load_speed_model"]

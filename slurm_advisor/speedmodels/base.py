@@ -7,10 +7,17 @@ ask only about the jobs an event touched.
 """
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Collection, Sequence
 from typing import Protocol
 
 from slurm_advisor.domain import Node, Role, RunningJob
+from slurm_advisor.errors import InputError
+
+#: The slowest speed a ground truth may give (iterations/s). With at most 1e12 iterations per
+#: job (the trace's bound) a run then lasts at most 1e21 s: every time and mean stays finite.
+MIN_SPEED = 1e-9
 
 
 class SpeedModel(Protocol):
@@ -22,6 +29,37 @@ class SpeedModel(Protocol):
                only: Collection[str] | None = None) -> dict[str, float]:
         """Iterations per second for every running job (or just the ids in ``only``)."""
         ...
+
+
+class CheckedSpeedModel:
+    """Any speed model, with every answer checked: each asked job must get a finite speed of at
+    least :data:`MIN_SPEED`; otherwise one :class:`InputError` names the model and the job.
+    ``load_speed_model`` wraps every truth it builds in one, built-in or plug-in."""
+
+    def __init__(self, inner: SpeedModel):
+        self.inner = inner
+        self.name, self.local = inner.name, inner.local
+
+    def __getattr__(self, attr: str):
+        """Anything else the wrapped model offers (called only for attributes not found here)."""
+        if attr == "inner":  # not yet set (e.g. while unpickling): no recursion
+            raise AttributeError(attr)
+        return getattr(self.inner, attr)
+
+    def speeds(self, nodes: Sequence[Node], running: Sequence[RunningJob],
+               only: Collection[str] | None = None) -> dict[str, float]:
+        answer = self.inner.speeds(nodes, running, only)
+        for rj in running:
+            job_id = rj.job.id
+            if only is not None and job_id not in only:
+                continue
+            if job_id not in answer:
+                raise InputError(f"speed model {self.name}: no speed for job '{job_id}'")
+            speed = answer[job_id]
+            if not (isinstance(speed, numbers.Real) and MIN_SPEED <= speed < math.inf):
+                raise InputError(f"speed model {self.name}: job '{job_id}' got speed {speed!r} it/s; a "
+                                 f"speed must be finite and at least {MIN_SPEED:g} it/s")
+        return answer
 
 
 class ColocationIndex:

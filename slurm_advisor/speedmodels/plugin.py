@@ -2,7 +2,10 @@
 
 The plug-in contract is plain data so it never depends on our classes (README, "Speed-model
 plug-ins"): ``speeds(self, nodes: list[dict], jobs: list[dict]) -> dict[str, float]``.
-Everything a plug-in returns is checked; a bad answer names the plug-in and the job.
+Everything a plug-in returns is checked; a bad answer names the plug-in and the job. Whatever
+user code raises while imported, constructed or asked -- any exception, ``SystemExit`` and other
+``BaseException`` subclasses included -- becomes one :class:`InputError` naming the plug-in; only
+``KeyboardInterrupt`` still interrupts.
 """
 from __future__ import annotations
 
@@ -45,7 +48,9 @@ class PluginSpeedModel:
         cls = _load_class(path, class_name)
         try:
             self._impl = cls(**kwargs)
-        except Exception as e:  # noqa: BLE001 -- the user's constructor: report, never a traceback
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 -- the user's constructor (even sys.exit): one message
             raise InputError(f"speed model plug-in {self.name}: constructor failed: "
                              f"{type(e).__name__}: {e}") from None
         if not callable(getattr(self._impl, "speeds", None)):
@@ -59,7 +64,9 @@ class PluginSpeedModel:
         plain_jobs = [job_to_plain(rj) for rj in running]
         try:
             answer = self._impl.speeds(plain_nodes, plain_jobs)
-        except Exception as e:  # noqa: BLE001 -- any error of user code becomes one message
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 -- any error of user code (even sys.exit): one message
             raise InputError(f"speed model plug-in {self.name} raised {type(e).__name__}: {e}") from None
         if not isinstance(answer, dict):
             raise InputError(f"speed model plug-in {self.name}: speeds() must return a dict, "
@@ -91,7 +98,9 @@ def _load_class(path: Path, class_name: str) -> type:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as e:  # noqa: BLE001 -- any error of user code becomes one message
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 -- any error of user code (even sys.exit): one message
         raise InputError(f"speed model plug-in {path}: import failed: {type(e).__name__}: {e}") from None
     cls = getattr(module, class_name, None)
     if not isinstance(cls, type):

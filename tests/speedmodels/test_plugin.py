@@ -49,7 +49,7 @@ def test_plugin_receives_exactly_the_documented_plain_data(tmp_path: Path) -> No
     log = tmp_path / "log.jsonl"
     path = plugin(tmp_path, RECORDING)
     model = load_speed_model(f"{path}:Recorder:{json.dumps({'log': str(log)})}")
-    assert isinstance(model, PluginSpeedModel)
+    assert isinstance(model.inner, PluginSpeedModel)
     assert model.local is False
     assert model.name == "plug.py:Recorder"
     assert model.speeds(NODES, RUNNING) == {"p": 1.5, "r": 1.5}
@@ -167,7 +167,7 @@ def test_two_plugins_with_the_same_file_name_stay_apart(tmp_path: Path) -> None:
 
 
 def test_builtin_contention() -> None:
-    assert isinstance(load_speed_model("contention"), ContentionSpeedModel)
+    assert isinstance(load_speed_model("contention").inner, ContentionSpeedModel)
 
 
 @pytest.mark.parametrize("spec", ["nonsense", "contention:x", "gavel", "pollux", "", "model.pyc"])
@@ -179,3 +179,23 @@ def test_unknown_builtin_lists_the_valid_ones(spec: str) -> None:
     for name in BUILTIN:
         assert name in message
     assert "file.py:ClassName" in message
+
+
+@pytest.mark.parametrize("where", ["import", "constructor", "speeds"])
+@pytest.mark.parametrize("raise_", ["SystemExit(0)", "SystemExit('bye')", "GeneratorExit()"])
+def test_a_plugin_raising_systemexit_or_a_baseexception_is_one_message(tmp_path: Path, where: str,
+                                                                       raise_: str) -> None:
+    body = {"import": f"raise {raise_}\nclass Model:\n    pass\n",
+            "constructor": f"class Model:\n    def __init__(self):\n        raise {raise_}\n"
+                           "    def speeds(self, nodes, jobs):\n        return {{}}\n",
+            "speeds": f"class Model:\n    def speeds(self, nodes, jobs):\n        raise {raise_}\n"}[where]
+    path = plugin(tmp_path, body)
+    with pytest.raises(InputError) as err:
+        load_speed_model(f"{path}:Model").speeds(NODES, RUNNING)
+    assert "plug.py" in str(err.value) and raise_.split("(")[0] in str(err.value)
+
+
+def test_keyboard_interrupt_in_a_plugin_still_interrupts(tmp_path: Path) -> None:
+    path = plugin(tmp_path, "class Model:\n    def speeds(self, nodes, jobs):\n        raise KeyboardInterrupt\n")
+    with pytest.raises(KeyboardInterrupt):
+        load_speed_model(f"{path}:Model").speeds(NODES, RUNNING)
