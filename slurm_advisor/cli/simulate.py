@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
 
-from slurm_advisor.policies import POLICIES
+from slurm_advisor.policies import BASELINES, POLICIES
 
 
 def parse_policies(value: str) -> list[str]:
@@ -25,7 +26,7 @@ def parse_policies(value: str) -> list[str]:
               help="Job trace CSV.")
 @click.option("--speed-model", default="contention", show_default=True,
               help="Ground truth: contention, gavel:FILE.json, pollux:DIR or file.py:Class[:json].")
-@click.option("--policy", "policies", default="slurm-default,pack,spread,random,tetris",
+@click.option("--policy", "policies", default=",".join(BASELINES),
               show_default=True, help=f"Comma-separated policies from: {', '.join(POLICIES)}.")
 @click.option("--model", "model_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Checkpoint directory for the learned policy (default: the shipped model).")
@@ -37,23 +38,24 @@ def parse_policies(value: str) -> list[str]:
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Write a JCT CDF plot.")
 def simulate(cluster, trace, speed_model, policies, model_dir, record_to, sample_noise, seed, as_json, plot):
     """Run a trace through the simulator once per policy, on the same inputs and seed."""
-    from slurm_advisor.sim.clusterfile import read_cluster
+    from slurm_advisor.cli.inputs import read_inputs
     from slurm_advisor.sim.report import plot_jct_cdf, summaries, table
     from slurm_advisor.sim.runner import compare
-    from slurm_advisor.sim.trace import read_trace
     from slurm_advisor.speedmodels import load_speed_model
 
     names = parse_policies(policies)
-    nodes, jobs, truth = read_cluster(cluster), read_trace(trace), load_speed_model(speed_model)
+    (nodes, jobs), truth = read_inputs(cluster, trace), load_speed_model(speed_model)
     store = _open_store(record_to)
     try:
-        results = compare(nodes, jobs, truth, names, seed=seed, model_dir=model_dir,
-                          recorder=store.record_samples if store else None, sample_noise=sample_noise)
+        with store.batched() if store else nullcontext() as record:
+            results = compare(nodes, jobs, truth, names, seed=seed, model_dir=model_dir,
+                              recorder=record, sample_noise=sample_noise)
     finally:
         if store:
             store.close()
     if as_json:
-        click.echo(json.dumps(summaries(results), indent=2))
+        # Every figure is finite (bounded trace, checked speeds); allow_nan=False makes sure of it.
+        click.echo(json.dumps(summaries(results), indent=2, allow_nan=False))
     else:
         click.echo(table(results))
     if plot:

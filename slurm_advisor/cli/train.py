@@ -9,13 +9,15 @@ import click
 
 
 @click.command()
-@click.option("--from-db", "db_url", required=True, help="Store with recorded speed samples (DB URL or path).")
+@click.option("--from-db", "db_url", required=True,
+              help="Existing store with recorded speed samples (DB URL or path).")
 @click.option("--cluster", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--trace", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Training trace (keep the test trace apart).")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Model directory.")
-@click.option("--episodes", type=int, default=None, help="RL episodes (default from the hyperparameters).")
-@click.option("--episode-jobs", type=int, default=None, help="Jobs per RL episode.")
+@click.option("--episodes", type=click.IntRange(min=1), default=None,
+              help="RL episodes (default from the hyperparameters).")
+@click.option("--episode-jobs", type=click.IntRange(min=1), default=None, help="Jobs per RL episode.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--no-replay", is_flag=True, help="Ablation: learn from the latest episode only.")
 @click.option("--no-exploration", is_flag=True, help="Ablation: no job-aware exploration.")
@@ -25,10 +27,12 @@ def train(db_url, cluster, trace, out, episodes, episode_jobs, seed, no_replay, 
           no_holding):
     """Fit the speed model on recorded samples only, warm-start the policy, then train it by RL
     in the simulator with rewards from the fitted speed model (never the ground truth)."""
+    from slurm_advisor.cli.inputs import read_inputs
     from slurm_advisor.learned.hyper import Hyper
     from slurm_advisor.learned.service import train_and_save
     from slurm_advisor.learned.train import Ablation
 
+    read_inputs(cluster, trace)  # a trace where no job fits is refused before any work
     hp = Hyper(seed=seed)
     if episodes is not None:
         hp = replace(hp, rl_episodes=episodes)

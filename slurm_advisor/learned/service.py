@@ -18,7 +18,7 @@ from slurm_advisor.store import Store
 def train_and_save(db_url: str, cluster: Path, trace: Path, out: Path, hp: Hyper,
                    ablation: Ablation | None = None, log=print, progress: bool = True) -> dict:
     nodes, jobs = read_cluster(cluster), read_trace(trace)
-    with Store.open(db_url) as store:
+    with Store.open(db_url, create=False) as store:  # reading: a mistyped path is an error
         samples = store.load_samples()
     if len(samples) < 20:
         raise InputError(f"{db_url}: only {len(samples)} speed samples; record more with "

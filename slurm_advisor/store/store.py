@@ -28,6 +28,7 @@ from slurm_advisor.store.tables import SpeedSampleRow
 MIGRATIONS = Path(__file__).resolve().with_name("migrations")
 SOURCES = ("sim", "live")
 _CONNECT_TIMEOUT_S = 10  # an unreachable server should fail fast, not hang a daemon or a CLI call
+BATCH_SIZE = 5000  # samples per transaction when recording a run (one commit per event cost 7x the run)
 
 
 def normalize_url(url: str) -> str:
@@ -56,17 +57,23 @@ class Store:
         self._engine = engine
         self._url = url
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self.commits = 0  # write transactions committed through this store
 
     @classmethod
-    def open(cls, url: str) -> Store:
+    def open(cls, url: str, *, create: bool = True) -> Store:
         """Connect to ``url`` (or a bare SQLite path) and upgrade its schema to the latest revision.
 
+        ``create=False`` is for readers: a SQLite file that does not exist is an error instead of
+        a new, empty database (a mistyped ``--from-db`` path must not look like "no samples").
         Every failure a user can fix (bad URL, missing driver, unreachable server, a database from a
         newer release) becomes :class:`InputError` naming the URL with its password masked.
         """
         full = normalize_url(url)
         shown = mask_url(full)
         try:
+            if not create and not _exists(full):
+                raise InputError(f"database {shown} does not exist; record samples into it first "
+                                 "(`slurm-advisor simulate --record-to`)")
             engine = _engine_for(full)
         except (ArgumentError, ImportError, ValueError) as exc:
             raise InputError(f"bad database URL {shown}: {exc}") from None
@@ -87,7 +94,16 @@ class Store:
         if rows:
             with self._guard("cannot write to"), self._sessions.begin() as session:
                 session.execute(insert(SpeedSampleRow), rows)
+            self.commits += 1
         return len(rows)
+
+    def batched(self, size: int = BATCH_SIZE) -> SampleBatch:
+        """A recorder for a whole run: ``with store.batched() as record: ... record(samples)``.
+
+        Samples are buffered and written ``size`` at a time, each batch in one transaction, the
+        rest when the block ends. If the block raises, the unwritten rest is dropped (batches
+        already written stay)."""
+        return SampleBatch(self, size)
 
     def load_samples(self, *, source: str | None = None, limit: int | None = None) -> list[SpeedSample]:
         """Samples in insertion order, optionally only one ``source`` and at most ``limit`` of them."""
@@ -141,6 +157,46 @@ class Store:
             raise InputError(f"{action} database {self._url}: {detail}") from None
         except CommandError as exc:
             raise InputError(f"{action} database {self._url}: {exc}") from None
+
+
+class SampleBatch:
+    """Buffers speed samples and writes them through :meth:`Store.record_samples` in batches."""
+
+    def __init__(self, store: Store, size: int) -> None:
+        if size < 1:
+            raise ValueError("batch size must be at least 1")
+        self._store, self._size = store, size
+        self._buffer: list[SpeedSample] = []
+        self.written = 0
+
+    def __call__(self, samples: Iterable[SpeedSample]) -> None:
+        self._buffer.extend(samples)
+        if len(self._buffer) >= self._size:
+            self.flush()
+
+    def flush(self) -> None:
+        while self._buffer:
+            batch, self._buffer = self._buffer[:self._size], self._buffer[self._size:]
+            self.written += self._store.record_samples(batch)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.flush()
+        else:
+            self._buffer.clear()
+
+
+def _exists(url: str) -> bool:
+    """False only for a SQLite file that is not there (servers, memory and URI forms: True)."""
+    parsed = make_url(url)
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
+        return True
+    return Path(database).expanduser().exists()
 
 
 def _engine_for(url: str) -> Engine:

@@ -120,3 +120,38 @@ def _truncate(url: str) -> None:
     conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
     with psycopg.connect(conninfo) as conn:
         conn.execute("TRUNCATE speed_samples RESTART IDENTITY")
+
+
+def test_reading_requires_an_existing_database(tmp_path: Path) -> None:
+    path = tmp_path / "typo.db"
+    with pytest.raises(InputError, match="does not exist") as info:
+        Store.open(str(path), create=False)
+    assert str(path) in str(info.value)
+    assert not path.exists() and not (tmp_path / "nested").exists()
+    with pytest.raises(InputError, match="does not exist"):
+        Store.open(f"sqlite:///{tmp_path / 'nested' / 'x.db'}", create=False)
+    assert not (tmp_path / "nested").exists()
+    with Store.open(str(path)) as store:  # recording may create it
+        store.record_samples(_samples(n=1))
+    with Store.open(str(path), create=False) as store:
+        assert store.count_samples() == 1
+
+
+def test_batched_recording_keeps_every_sample_in_few_commits(tmp_path: Path) -> None:
+    samples = _samples(n=7)
+    with Store.open(str(tmp_path / "e.db")) as store:
+        before = store.commits
+        with store.batched(size=3) as record:
+            for s in samples:
+                record([s])
+            assert store.count_samples() == 6  # two full batches written, one sample buffered
+        assert store.load_samples() == samples
+        assert store.commits - before == 3  # 3 + 3 + the rest at the end
+
+
+def test_batched_recording_drops_the_unwritten_rest_on_error(tmp_path: Path) -> None:
+    with Store.open(str(tmp_path / "f.db")) as store:
+        with pytest.raises(RuntimeError), store.batched(size=10) as record:
+            record(_samples(n=2))
+            raise RuntimeError("the simulation failed")
+        assert store.count_samples() == 0
