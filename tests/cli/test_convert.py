@@ -37,9 +37,11 @@ def test_convert_writes_a_readable_trace(shared_data: Path, tmp_path: Path, args
 def test_bad_gavel_line_is_one_error_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.trace"
     bad.write_text("nonsense\n")
-    code, output = _run("gavel", str(bad), "--out", str(tmp_path / "t.csv"))
-    assert code == 2
-    assert "error:" in output and "line 1" in output and "Traceback" not in output
+    result = CliRunner().invoke(cli, ["convert", "gavel", str(bad), "--out", str(tmp_path / "t.csv")])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit)  # no exception escaped
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and str(bad) in lines[0] and "line 1" in lines[0]
+    assert result.stdout == "" and not (tmp_path / "t.csv").exists()
 
 
 def test_missing_input_and_out_are_usage_errors(tmp_path: Path) -> None:

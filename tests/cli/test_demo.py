@@ -32,7 +32,10 @@ def test_demo_trains_compares_and_writes_results(tmp_path: Path) -> None:
     assert all(s["jobs"] == 40 - s["skipped"] for s in data["policies"].values())
     assert data["cluster"] == {"nodes": 8, "gpus": 64}
     assert set(data["deployed"]) == {"learned"}
-    assert data["hyper"]["rl_episodes"] == 1 and 0 < data["speed_mape_unseen"] < 10
+    assert data["hyper"]["rl_episodes"] == 1
+    # A fraction, not a percentage: 0.45 on this tiny budget (40 jobs); 0.75 still rules out a speed
+    # model that learned nothing (the bound was 10, i.e. 1000 %, which no model could fail).
+    assert 0 < data["speed_mape_unseen"] < 0.75
     assert {p.name for p in (out / "model" / "learned").iterdir()} == {"meta.json", "policy.pt", "speed.pt"}
 
 

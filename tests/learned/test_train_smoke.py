@@ -110,11 +110,36 @@ def test_same_seed_same_training(samples, small_nodes, small_jobs, trained) -> N
         {k: v for k, v in report.curve[1].items() if k not in drop}
 
 
-def test_ablations_run(samples, small_nodes, small_jobs) -> None:
+def test_ablations_without_replay_exploration_and_warm_start_still_train(samples, small_nodes,
+                                                                          small_jobs) -> None:
+    lines: list[str] = []
     ablation = Ablation(replay=False, exploration=False, warm_start=False)
-    report = train(samples, small_nodes, small_jobs, replace(HP, rl_episodes=1), ablation, log=lambda _: None)
-    assert len(report.curve) == 2
+    report = train(samples, small_nodes, small_jobs, replace(HP, rl_episodes=1), ablation, log=lines.append)
+    assert len(report.curve) == 2 and report.curve[1]["episode_jct"] > 0
+    assert not any(line.startswith("warm start") for line in lines)  # no imitation at all
     assert all(torch.isfinite(p).all() for p in report.policy.parameters())
+
+
+def test_no_holding_never_holds(samples, small_nodes, small_jobs) -> None:
+    from slurm_advisor.learned.speed_model import LearnedSpeedModel
+    from slurm_advisor.learned.train import deployable, simulate
+
+    report = train(samples, small_nodes, small_jobs, replace(HP, rl_episodes=1), Ablation(holding=False),
+                   log=lambda _: None)
+    assert report.candidates and {k for _, k in report.candidates} == {0.0}
+    assert report.patience == 0.0 and report.deployment_meta()["patience"] == 0.0
+    fitted = LearnedSpeedModel(report.speed, report.schema)
+    policy = deployable(report.policy, report.schema, report.deploy, report.patience, fitted)
+    assert simulate(small_nodes, small_jobs, policy, fitted, HP.seed).holds == 0
+
+
+def test_holding_only_trains_no_network(samples, small_nodes, small_jobs) -> None:
+    lines: list[str] = []
+    report = train(samples, small_nodes, small_jobs, HP, Ablation(network=False), log=lines.append)
+    assert report.curve == []  # no RL episode ran
+    assert not any(line.startswith("warm start") for line in lines)
+    assert {p for p, _ in report.candidates} == {report.teacher}  # the network is never a candidate
+    assert report.deploy == report.teacher and report.deploy != "network"
 
 
 def test_window_shifts_submit_times_to_zero(small_jobs) -> None:
