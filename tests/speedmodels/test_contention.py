@@ -1,8 +1,10 @@
 """The contention ground truth: interference from neighbours, network from spreading."""
+import statistics
+
 import pytest
 
 from slurm_advisor.domain import Job, Node, Placement, Resources, RunningJob
-from slurm_advisor.domain.jobtypes import profile_for, reference_speed
+from slurm_advisor.domain.jobtypes import KNOWN_TYPES, profile_for, reference_speed
 from slurm_advisor.speedmodels.contention import ContentionParams, ContentionSpeedModel
 
 NODES = [Node(f"s1n{i}", 48, 8, 384_000, "s1") for i in range(1, 5)] + \
@@ -126,3 +128,76 @@ def test_deterministic() -> None:
 def test_is_a_local_model() -> None:
     model = ContentionSpeedModel()
     assert model.local is True and model.name == "contention"
+
+
+# -- orders of magnitude (published measurements; sources in the module docstring) ----------
+PHILLY_MIX = ("resnet18", "ncf", "lstm", "resnet50", "yolov3", "bert", "deepspeech2")
+KNOWN = sorted(KNOWN_TYPES)
+
+
+def beside(job_type: str, neighbours: list[str], model: ContentionSpeedModel | None = None) -> float:
+    """Slowdown of a 1-GPU job when each neighbour runs a 1-GPU job on another GPU of its node."""
+    me = run("me", job_type, ["s1n1"])
+    others = [run(f"o{i}", t, ["s1n1"]) for i, t in enumerate(neighbours)]
+    return speed([me], "me", model) / speed([me, *others], "me", model)
+
+
+@pytest.mark.parametrize("job_type", KNOWN)
+def test_seven_neighbours_on_one_node_cost_about_a_tenth(job_type: str) -> None:
+    """Sharing a server, not a GPU: ~10 % (Crux: +11 %), never multiples."""
+    mix = beside(job_type, list(PHILLY_MIX))
+    worst = max(beside(job_type, [other] * 7) for other in KNOWN)
+    assert 1.0 < mix <= 1.2
+    assert mix <= worst <= 1.25
+
+
+def test_neighbour_slowdown_grows_with_their_number() -> None:
+    slowdowns = [beside("resnet50", list(PHILLY_MIX[:k])) for k in (0, 1, 3, 7)]
+    assert slowdowns[0] == pytest.approx(1.0)
+    assert slowdowns == sorted(slowdowns) and slowdowns[1] < slowdowns[3]
+    assert statistics.fmean(beside(t, list(PHILLY_MIX)) for t in PHILLY_MIX) == pytest.approx(1.1, abs=0.05)
+
+
+def split(job_type: str, num_ps: int, num_workers: int) -> tuple[float, float]:
+    """Slowdown vs consolidated of the job split over two nodes of one switch, and of two."""
+    def layout(a: str, b: str) -> list[str]:
+        ps = [a if i % 2 == 0 else b for i in range(num_ps)]
+        return ps + [a] * (num_workers // 2) + [b] * (num_workers - num_workers // 2)
+
+    packed = speed([run("j", job_type, ["s1n1"] * (num_ps + num_workers), num_ps)], "j")
+    return (packed / speed([run("j", job_type, layout("s1n1", "s1n2"), num_ps)], "j"),
+            packed / speed([run("j", job_type, layout("s1n1", "s2n1"), num_ps)], "j"))
+
+
+@pytest.mark.parametrize("num_ps", [0, 2])
+def test_comm_heavy_job_pays_for_leaving_the_node_and_more_for_leaving_the_switch(num_ps: int) -> None:
+    # intra-node 80 vs NIC 25 Gbit/s (3.2x; nccl-tests on 2x8 A100: 2.7x), uplinks 2:1
+    two_nodes, two_switches = split("vgg16", num_ps, 8)
+    assert 1.2 <= two_nodes <= 3.0
+    assert two_nodes * 1.2 <= two_switches <= 4.0
+
+
+def test_compute_bound_job_hardly_cares_where_it_runs() -> None:
+    two_nodes, two_switches = split("deepspeech2", 0, 8)
+    heavy_nodes, heavy_switches = split("vgg16", 0, 8)
+    assert 0.95 <= two_nodes <= 1.1 and two_nodes <= two_switches <= 1.25
+    assert two_nodes < heavy_nodes and two_switches < heavy_switches
+
+
+def test_switch_map_is_built_once_per_nodes_tuple() -> None:
+    """The simulator passes all nodes on every call: they must not be re-read each time."""
+    class CountingTuple(tuple):
+        reads = 0
+
+        def __iter__(self):
+            CountingTuple.reads += 1
+            return super().__iter__()
+
+    nodes = CountingTuple(NODES)
+    model = ContentionSpeedModel()
+    running = [run("a", "vgg16", ["s1n1", "s2n1"]), run("b", "resnet50", ["s1n2"])]
+    first = model.speeds(nodes, running)
+    for _ in range(5):
+        assert model.speeds(nodes, running, {"a"}) == {"a": first["a"]}
+        assert model.speeds(nodes, running, {"b"}) == {"b": first["b"]}
+    assert CountingTuple.reads == 1

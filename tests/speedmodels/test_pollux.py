@@ -90,3 +90,21 @@ def test_bad_path_names_it(tmp_path: Path) -> None:
     (tmp_path / "m" / "imagenet").mkdir(parents=True)
     with pytest.raises(InputError, match="placements.csv"):
         PolluxSpeedModel(tmp_path / "m")
+
+
+# -- orders of magnitude: Pollux measured placements, not neighbours or switches ----------
+def test_seven_neighbours_on_one_node_change_nothing(model: PolluxSpeedModel) -> None:
+    me = run("me", ["n0"], batch=None)
+    mix = ("resnet18", "ncf", "deepspeech2", "resnet50", "yolov3", "bert", "vgg16")
+    others = [run(f"o{i}", ["n0"], job_type=t, batch=None) for i, t in enumerate(mix)]
+    assert model.speeds(NODES, [me, *others], {"me"})["me"] == speed(model, me)
+
+
+@pytest.mark.parametrize("job_type", ["resnet18", "resnet50", "vgg16", "bert", "deepspeech2", "yolov3", "ncf"])
+def test_spreading_costs_what_pollux_measured_and_switches_add_nothing(model: PolluxSpeedModel,
+                                                                      job_type: str) -> None:
+    switched = [Node(f"n{i}", 32, 8, 256_000, f"s{i // 2}") for i in range(4)]
+    packed, same, cross = (model.speeds(switched, [run("a", nodes, job_type=job_type, batch=None)])["a"]
+                           for nodes in (["n0"] * 4, ["n0", "n0", "n1", "n1"], ["n0", "n0", "n2", "n2"]))
+    assert 1.2 <= packed / same <= 3.0  # Pollux's testbed: 1.3-2.5x for 2+2 against 4 on one node
+    assert cross == same
