@@ -32,6 +32,7 @@ class Advice:
     node_scores: Mapping[str, float] = field(default_factory=dict)
     predicted_speed: float | None = None
     held: bool = False                # the policy chose to wait for a better placement
+    max_nodes: int | None = None      # when held: the node-count cap it waits for
 
 
 class Advisor:
@@ -45,7 +46,8 @@ class Advisor:
     def advise(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Advice:
         placement, reason = self._propose(snapshot, job, rng)
         if isinstance(placement, Hold):  # a deliberate wait: the fallback must not undo it
-            return Advice(job.id, None, self.policy.name, False, placement.reason, held=True)
+            return Advice(job.id, None, self.policy.name, False, placement.reason, held=True,
+                          max_nodes=placement.max_nodes)
         decided_by, used_fallback = self.policy.name, False
         if placement is None and self.fallback is not None:
             placement = self.fallback.place(snapshot, job, rng)

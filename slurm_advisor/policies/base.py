@@ -17,6 +17,7 @@ class Hold:
     On Slurm this is a node-count cap: the job pends until it fits on that few nodes."""
 
     reason: str
+    max_nodes: int | None = None  # the node-count cap the job waits for (Slurm's --nodes=1-N)
 
 
 class Policy(Protocol):

@@ -86,19 +86,36 @@ def select(snapshot: ClusterSnapshot, job: Job, *, topology: bool = False, min_n
            max_nodes: int | None = None) -> Placement | None:
     """The placement cons_tres gives ``job`` on ``snapshot`` now, or None if it cannot start."""
     free = snapshot.free_array()
+    taken = choose_nodes(snapshot.layout, free, job, topology=topology, min_nodes=min_nodes,
+                         max_nodes=max_nodes)
+    return None if taken is None else _placement(snapshot.nodes, job, taken, free)
+
+
+def could_fit(free: np.ndarray, job: Job) -> bool:
+    """A necessary condition for any placement at all: each role's tasks fit the nodes' room
+    on their own. Cheap, exact as a filter (a policy can only place a job that passes it)."""
+    for demand, count in ((job.ps_demand, job.num_ps), (job.worker_demand, job.num_workers)):
+        if count and int(np.minimum(usable_slots(free, demand), count).sum()) < count:
+            return False
+    return True
+
+
+def choose_nodes(layout, free: np.ndarray, job: Job, *, topology: bool = False, min_nodes: int = 1,
+                 max_nodes: int | None = None) -> list[tuple[int, int]] | None:
+    """``choose_nodes``: (node index, tasks) for every node cons_tres takes, or None."""
     avail = job_slots(free, job)
     if int(np.minimum(avail, job.num_tasks).sum()) < job.num_tasks:
         return None  # not enough room anywhere: every evaluation below would fail
     cap = job.num_tasks if max_nodes is None else min(max_nodes, job.num_tasks)
     cap = max(cap, min_nodes)
     evaluate = _eval_nodes_topo if topology else _eval_nodes
-    taken = evaluate(snapshot, avail, job, min_nodes, cap)
+    taken = evaluate(layout, avail, job, min_nodes, cap)
     if taken is None and max_nodes is not None:
-        taken = _retry_without_small_nodes(snapshot, avail, job, min_nodes, cap, evaluate)
-    return None if taken is None else _placement(snapshot, job, taken, free)
+        taken = _retry_without_small_nodes(layout, avail, job, min_nodes, cap, evaluate)
+    return taken
 
 
-def _retry_without_small_nodes(snapshot, avail, job, min_nodes, cap, evaluate):
+def _retry_without_small_nodes(layout, avail, job, min_nodes, cap, evaluate):
     """``choose_nodes``: drop nodes whose usable resources are at most 1, 2, ... and retry."""
     d = job.worker_demand
     res = avail * (max(d.cpus, 1) + d.gpus)  # avail_res_cnt: usable CPUs + GPUs
@@ -112,13 +129,13 @@ def _retry_without_small_nodes(snapshot, avail, job, min_nodes, cap, evaluate):
         avail = np.where(drop, 0, avail)
         res = np.where(drop, 0, res)
         usable = np.count_nonzero(avail)
-        taken = evaluate(snapshot, avail, job, min_nodes, cap)
+        taken = evaluate(layout, avail, job, min_nodes, cap)
         if taken is not None:
             return taken
     return None
 
 
-def _eval_nodes(snapshot, avail: np.ndarray, job: Job, min_nodes: int, max_nodes: int
+def _eval_nodes(layout, avail: np.ndarray, job: Job, min_nodes: int, max_nodes: int
                 ) -> list[tuple[int, int]] | None:
     usable = avail > 0
     edges = np.diff(np.concatenate(([0], usable.view(np.int8), [0])))
@@ -186,9 +203,8 @@ def _take_in_order(avail, first: int, last: int, req: _Request, taken: list) -> 
         i += 1
 
 
-def _eval_nodes_topo(snapshot, avail: np.ndarray, job: Job, min_nodes: int, max_nodes: int
+def _eval_nodes_topo(layout, avail: np.ndarray, job: Job, min_nodes: int, max_nodes: int
                      ) -> list[tuple[int, int]] | None:
-    layout = snapshot.layout
     usable = avail > 0
     if int(avail.sum()) < job.num_tasks or np.count_nonzero(usable) < min_nodes:
         return None
@@ -240,13 +256,12 @@ def _compare_leaves(n_i: int, n_j: int, rem_nodes: int) -> int:
     return (n_i > n_j) - (n_i < n_j)  # neither fits: the bigger gets closer
 
 
-def _placement(snapshot, job: Job, taken: list[tuple[int, int]], free: np.ndarray) -> Placement | None:
+def _placement(nodes, job: Job, taken: list[tuple[int, int]], free: np.ndarray) -> Placement | None:
     """Tasks in block order over the taken nodes (node order), each node's count as chosen.
 
     A PS job's node takes the next tasks in task order that fit it (PS first); slots were
     counted as if each node took PS tasks, so what a node cannot hold after all goes first-fit
     in node order (Slurm has no such job: it would be a hetjob there)."""
-    nodes = snapshot.nodes
     if not job.num_ps:
         return Placement.of(job, [nodes[i].name for i, count in sorted(taken) for _ in range(count)])
     room = free.copy()

@@ -1,9 +1,12 @@
 """The trace-driven simulator: a deterministic event loop around the one Advisor.
 
-Jobs arrive, wait in Slurm's order (FIFO + EASY backfill), are placed once by the advisor
-when they start, keep their nodes until they finish, and run at the speed the speed model
-gives them; whenever a neighbour arrives or leaves, the speeds of the jobs it touches are
-recomputed. One clock, owned here; one seeded generator, passed to the advisor.
+Jobs arrive and wait in Slurm's order; Slurm's two scheduling loops (``sim/scheduler.py``)
+decide *when* a job may start — the main pass at every arrival and end, a backfill pass
+(``sim/backfill.py``) at the next ``bf_interval`` tick after any change — and the advisor
+decides *where*. A job keeps its nodes until it completes or reaches its time limit (Slurm
+ends it there: state TIMEOUT), and runs at the speed the ground truth gives it; whenever a
+neighbour arrives or leaves, the speeds of the jobs it touches are recomputed. One clock,
+owned here; one seeded generator, passed to the advisor.
 """
 from __future__ import annotations
 
@@ -15,14 +18,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from slurm_advisor.advisor import Advisor
-from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Resources, RunningJob, SpeedSample
+from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, RunningJob, SpeedSample
+from slurm_advisor.policies.cons_tres import could_fit
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
-from slurm_advisor.sim.backfill import Reservation, reserve
+from slurm_advisor.sim.backfill import BackfillPass, RunningEnds
 from slurm_advisor.sim.metrics import JobRecord, SimResult
+from slurm_advisor.sim.scheduler import SchedulerConfig
 from slurm_advisor.speedmodels.base import SpeedModel
 from slurm_advisor.speedmodels.isolated import IsolatedSpeeds
 
-_FINISH, _ARRIVE = 0, 1  # at equal times, finishing jobs free their nodes before arrivals queue
+# At equal times: ends free their nodes first, then limits are enforced, then arrivals queue,
+# then the backfill pass runs on the result.
+_FINISH, _DEADLINE, _ARRIVE, _BACKFILL = 0, 1, 2, 3
 Recorder = Callable[[list[SpeedSample]], None]
 
 
@@ -30,6 +37,7 @@ Recorder = Callable[[list[SpeedSample]], None]
 class _Progress:
     running: RunningJob
     remaining: float      # iterations left at time `last`
+    deadline: float       # start + time limit
     speed: float = 0.0
     last: float = 0.0
     version: int = 0
@@ -48,13 +56,15 @@ class _Progress:
 class Simulation:
     def __init__(self, nodes: Sequence[Node], jobs: Sequence[Job], advisor: Advisor,
                  truth: SpeedModel, *, seed: int = 0, recorder: Recorder | None = None,
-                 sample_noise: float = 0.0, backfill_depth: int = 100, log_progress: bool = False):
+                 sample_noise: float = 0.0, scheduler: SchedulerConfig | None = None,
+                 log_progress: bool = False):
         self.snapshot = ClusterSnapshot.empty(tuple(nodes))
         self.advisor, self.truth = advisor, truth
+        self.config = scheduler or SchedulerConfig()
         self.rng = np.random.default_rng(seed)
         self.noise_rng = np.random.default_rng(seed + 7919)  # measurement noise, apart from decisions
         self.recorder, self.sample_noise = recorder, sample_noise
-        self.backfill_depth, self.log_progress = backfill_depth, log_progress
+        self.log_progress = log_progress
         self.isolated = IsolatedSpeeds(truth, nodes)
         self.jobs, self.skipped = self._admissible(jobs)
         self._events: list[tuple] = []
@@ -62,15 +72,20 @@ class Simulation:
         self._queue: list[Job] = []
         self._progress: dict[str, _Progress] = {}
         self._jobs_on: dict[str, set[str]] = {n.name: set() for n in nodes}
+        self._ends = RunningEnds()
+        self._limits: dict[str, float] = {}
+        self._caps: dict[str, int | None] = {}   # node cap of a held job's last Hold
         self._records: list[JobRecord] = []
         self._log: list[tuple[str, float, float, float]] = []
         self.fallbacks = 0
         self.holds = 0  # decisions to wait for a better placement although the job fitted
-        self._free = self.snapshot.total_capacity()  # cluster-wide free, kept incrementally
-        self._expected_runtime: dict[str, float] = {}
-        self._unplaceable: set[tuple] = set()  # job shapes that found no room since the last finish
-        self._freed = True          # a job finished since the last scheduling pass
-        self._fresh: set[str] = set()  # jobs that arrived since the last scheduling pass
+        self._dirty = False           # something changed since the last backfill pass
+        self._backfill_at = math.inf  # the pending backfill tick
+        self._wake = math.inf         # a job beyond bf_window comes inside it
+        #: First planned start of each job, and the first made while it headed the queue
+        #: (Slurm's promise: with every job ending by its limit, it starts by then).
+        self.planned: dict[str, float] = {}
+        self.planned_as_head: dict[str, float] = {}
 
     def _admissible(self, jobs: Sequence[Job]) -> tuple[list[Job], tuple[str, ...]]:
         """Jobs that could run on the empty cluster; the rest are reported, not simulated."""
@@ -88,20 +103,26 @@ class Simulation:
         by_id = {j.id: j for j in self.jobs}
         while self._events:
             now = self._events[0][0]
-            touched: set[str] = set()
-            changed = False  # stale finish events (superseded by a speed change) change nothing
+            touched, changed, backfill_due = set(), False, False
             while self._events and self._events[0][0] == now:
                 _, kind, _, job_id, version = heapq.heappop(self._events)
                 if kind == _ARRIVE:
                     self._queue.append(by_id[job_id])
-                    self._fresh.add(job_id)
                     changed = True
-                elif self._progress.get(job_id) and self._progress[job_id].version == version:
-                    touched |= self._finish(job_id, now)
+                elif kind == _BACKFILL:
+                    backfill_due = now == self._backfill_at
+                elif self._is_current(job_id, kind, version):
+                    touched |= self._end(job_id, now, timed_out=kind == _DEADLINE)
                     changed = True
             if changed:
-                touched |= self._schedule(now)
-                self._update_speeds(touched, now)
+                touched |= self._main_pass(now)
+                self._dirty = True
+            if backfill_due:
+                self._backfill_at = math.inf
+                if self._dirty or now >= self._wake or self.config.every_tick:
+                    touched |= self._backfill_pass(now)
+            self._plan_backfill(now, ran=backfill_due)
+            self._update_speeds(touched, now)
         return SimResult(self.advisor.policy.name, tuple(self._records),
                          sum(n.gpus for n in self.snapshot.nodes), self.skipped, self.fallbacks,
                          tuple(self._log), self.holds)
@@ -110,23 +131,116 @@ class Simulation:
         self._seq += 1
         heapq.heappush(self._events, (time, kind, self._seq, job_id, version))
 
-    # -- finishing -------------------------------------------------------------------------
-    def _finish(self, job_id: str, now: float) -> set[str]:
+    def _is_current(self, job_id: str, kind: int, version: int) -> bool:
+        """Stale finish events (superseded by a speed change) and limits of ended jobs change nothing."""
+        prog = self._progress.get(job_id)
+        return prog is not None and (kind == _DEADLINE or prog.version == version)
+
+    # -- scheduling ------------------------------------------------------------------------
+    def _main_pass(self, now: float) -> set[str]:
+        """Slurm's main scheduler: jobs in priority order until the first that cannot start."""
+        touched: set[str] = set()
+        while self._queue:
+            job = self._queue[0]
+            placement = self._try_start(job, self.snapshot, now)
+            if placement is None:
+                break
+            touched |= self._start(job, placement, now)
+        return touched
+
+    def _backfill_pass(self, now: float) -> set[str]:
+        self._dirty, self._wake = False, math.inf
+        plan = BackfillPass(self.snapshot.layout, self.snapshot.free_array(), self._ends, now,
+                            self.config.bf_window_s)
+        touched: set[str] = set()
+        earliest: dict[tuple, float] = {}  # identical jobs cannot start before each other
+        for job in list(self._queue[:self.config.bf_max_job_test]):
+            limit = self._limit(job)
+            room, masked = plan.room_now(limit)
+            snapshot = self.snapshot.with_free(room) if masked else self.snapshot
+            placement = self._try_start(job, snapshot, now)
+            if placement is not None:
+                touched |= self._start(job, placement, now)
+                plan.started(now + limit, *self._ends.usage[job.id])
+                continue
+            key = (job.num_ps, job.num_workers, job.ps_demand, job.worker_demand, limit,
+                   self._caps.get(job.id))
+            start = plan.reserve(job, limit, key[-1], earliest.get(key, now))
+            earliest[key] = math.inf if start is None else start
+            if start is not None:
+                self.planned.setdefault(job.id, start)
+                if job is self._queue[0]:
+                    self.planned_as_head.setdefault(job.id, start)
+        self._wake = plan.wake
+        return touched
+
+    def _plan_backfill(self, now: float, ran: bool) -> None:
+        """Schedule the next backfill tick when there is something for it to do."""
+        if not self._queue:
+            return
+        if self._dirty or self.config.every_tick:
+            want = now
+        elif self._wake < math.inf:
+            want = max(now, self._wake)
+        else:
+            return
+        at = self.config.next_backfill(want)
+        if ran and at <= now:
+            at = self.config.next_backfill(now + self.config.bf_interval_s)
+        if at < self._backfill_at:
+            self._backfill_at = at
+            self._push(at, _BACKFILL, "", 0)
+
+    def _try_start(self, job: Job, snapshot: ClusterSnapshot, now: float) -> Placement | None:
+        if not could_fit(snapshot.free_array(), job):
+            return None  # no policy could place it: spare the advisor the call
+        advice = self.advisor.advise(snapshot.at(now), job, self.rng)
+        if advice.placement is not None and advice.fallback:
+            self.fallbacks += 1
+        if advice.held:
+            self.holds += 1
+            self._caps[job.id] = advice.max_nodes
+        return advice.placement
+
+    def _limit(self, job: Job) -> float:
+        if job.id not in self._limits:
+            self._limits[job.id] = self.config.time_limit(job.time_limit_s, job.iterations / self.isolated(job))
+        return self._limits[job.id]
+
+    def _start(self, job: Job, placement: Placement, now: float) -> set[str]:
+        # By identity: list.remove would compare whole Job dataclasses field by field.
+        del self._queue[next(i for i, queued in enumerate(self._queue) if queued is job)]
+        self.snapshot = self.snapshot.with_job(job, placement, now)
+        rj = self.snapshot.running_job(job.id)
+        deadline = now + self._limit(job)
+        self._progress[job.id] = _Progress(rj, job.iterations, deadline, last=now)
+        self._push(deadline, _DEADLINE, job.id, 0)
+        per_node = placement.demand_per_node(job)
+        index = self.snapshot.layout.index
+        self._ends.add(job.id, deadline, np.array([index[n] for n in per_node], dtype=np.int64),
+                       np.array([(d.cpus, d.gpus, d.mem_mb) for d in per_node.values()], dtype=np.int64))
+        self._caps.pop(job.id, None)
+        for node in placement.nodes():
+            self._jobs_on[node].add(job.id)
+        return self._neighbours(rj) | {job.id}
+
+    # -- ending ----------------------------------------------------------------------------
+    def _end(self, job_id: str, now: float, timed_out: bool) -> set[str]:
         prog = self._progress.pop(job_id)
-        self._unplaceable.clear()
-        self._freed = True
         self._account(prog, now)
         rj = prog.running
+        job = rj.job
+        completed = not timed_out or prog.remaining <= 1e-9 * job.iterations
         neighbours = self._neighbours(rj)
         for node in rj.placement.nodes():
             self._jobs_on[node].discard(job_id)
         self.snapshot = self.snapshot.without_job(job_id, now)
-        self._free = self._free + rj.job.total_demand()
-        job = rj.job
+        self._ends.remove(job_id, prog.deadline)
         self._records.append(JobRecord(job.id, job.type, job.submit_time, rj.start_time, now,
                                        job.iterations / self.isolated(job), len(rj.placement.nodes()),
-                                       job.total_demand().gpus))
-        return neighbours | {job_id}  # the finished id is dropped in _update_speeds
+                                       job.total_demand().gpus, "COMPLETED" if completed else "TIMEOUT",
+                                       self._limits[job.id]))
+        return neighbours | {job_id}  # the ended id is dropped in _update_speeds
 
     def _neighbours(self, rj: RunningJob) -> set[str]:
         out: set[str] = set()
@@ -134,69 +248,6 @@ class Simulation:
             out |= self._jobs_on[node]
         out.discard(rj.job.id)
         return out
-
-    # -- scheduling ------------------------------------------------------------------------
-    def _schedule(self, now: float) -> set[str]:
-        touched: set[str] = set()
-        reservation: _LazyReservation | None = None
-        candidates = self._queue[:self.backfill_depth]
-        if not self._freed and self._queue and self._queue[0].id not in self._fresh:
-            # Nothing finished since the last pass: every job seen then is still stuck (free
-            # capacity only shrank, shadow times only moved later), so only arrivals are tried.
-            reservation = _LazyReservation(lambda head=self._queue[0]: self._reserve(head))
-            # Arrivals are appended, so the fresh jobs are the queue's tail.
-            candidates = self._queue[max(0, len(self._queue) - len(self._fresh)):self.backfill_depth]
-        self._freed, self._fresh = False, set()
-        for job in list(candidates):
-            if not job.total_demand().fits_in(self._free_total()):
-                if reservation is None:
-                    reservation = _LazyReservation(lambda head=job: self._reserve(head))
-                continue
-            if reservation is not None and not reservation.admits(
-                    job, now, self._expected(job)):
-                continue
-            shape = (job.num_ps, job.num_workers, job.ps_demand, job.worker_demand)
-            placement = None if shape in self._unplaceable else self._advise(job, now)
-            if placement is not None:
-                touched |= self._start(job, placement, now)
-                continue
-            # Free capacity only shrinks until a job finishes: a shape that found no room now
-            # finds none before then, so it is not offered to the policy again until then.
-            self._unplaceable.add(shape)
-            if reservation is None:
-                reservation = _LazyReservation(lambda head=job: self._reserve(head))
-        return touched
-
-    def _advise(self, job: Job, now: float) -> Placement | None:
-        advice = self.advisor.advise(self.snapshot.at(now), job, self.rng)
-        if advice.placement is not None and advice.fallback:
-            self.fallbacks += 1
-        self.holds += advice.held
-        return advice.placement
-
-    def _free_total(self) -> Resources:
-        return self._free
-
-    def _expected(self, job: Job) -> float:
-        """Expected run time (alone): stands in for the user's --time limit in backfill."""
-        if job.id not in self._expected_runtime:
-            self._expected_runtime[job.id] = job.iterations / self.isolated(job)
-        return self._expected_runtime[job.id]
-
-    def _reserve(self, job: Job) -> Reservation:
-        ends = [(p.expected_end(), p.running.job.total_demand()) for p in self._progress.values()]
-        return reserve(job, self._free_total(), ends)
-
-    def _start(self, job: Job, placement: Placement, now: float) -> set[str]:
-        # By identity: list.remove would compare whole Job dataclasses field by field.
-        del self._queue[next(i for i, queued in enumerate(self._queue) if queued is job)]
-        self.snapshot = self.snapshot.with_job(job, placement, now)
-        self._free = self._free - job.total_demand()
-        rj = self.snapshot.running[-1]
-        self._progress[job.id] = _Progress(rj, job.iterations, last=now)
-        for node in placement.nodes():
-            self._jobs_on[node].add(job.id)
-        return self._neighbours(rj) | {job.id}
 
     # -- speeds ----------------------------------------------------------------------------
     def _update_speeds(self, touched: set[str], now: float) -> None:
@@ -219,7 +270,9 @@ class Simulation:
             self._account(prog, now)
             prog.speed = speeds[job_id]
             prog.version += 1
-            self._push(prog.expected_end(), _FINISH, job_id, prog.version)
+            end = prog.expected_end()
+            if end <= prog.deadline:  # otherwise the limit ends it first
+                self._push(end, _FINISH, job_id, prog.version)
         if self.recorder is not None:
             self.recorder([self._sample(self._progress[j].running, now) for j in sorted(touched)])
 
@@ -231,24 +284,12 @@ class Simulation:
 
     def _sample(self, rj: RunningJob, now: float) -> SpeedSample:
         neighbours = tuple(self._progress[j].running for j in sorted(self._neighbours(rj)))
-        names = set(rj.placement.nodes())
+        names = dict.fromkeys(rj.placement.nodes())
         for n in neighbours:
-            names |= set(n.placement.nodes())
-        nodes = tuple(n for n in self.snapshot.nodes if n.name in names)
+            names.update(dict.fromkeys(n.placement.nodes()))
+        index = self.snapshot.layout.index
+        nodes = tuple(self.snapshot.nodes[i] for i in sorted(index[n] for n in names))
         speed = self._progress[rj.job.id].speed
         if self.sample_noise > 0:
             speed *= float(np.exp(self.noise_rng.normal(0.0, self.sample_noise)))
         return SpeedSample(now, rj, neighbours, nodes, speed)
-
-
-class _LazyReservation:
-    """The head job's reservation, computed only if a later job asks to backfill."""
-
-    def __init__(self, compute: Callable[[], Reservation]):
-        self._compute = compute
-        self._value: Reservation | None = None
-
-    def admits(self, job: Job, now: float, expected_runtime: float) -> bool:
-        if self._value is None:
-            self._value = self._compute()
-        return self._value.admits(job, now, expected_runtime)

@@ -1,6 +1,7 @@
 """What a simulation reports: one record per finished job and the summary figures."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,6 +17,8 @@ class JobRecord:
     isolated_runtime: float  # the job's run time alone, consolidated, under the same truth
     num_nodes: int
     gpus: int
+    state: str = "COMPLETED"   # or "TIMEOUT": Slurm ended it at its time limit
+    time_limit: float = math.inf
 
     @property
     def jct(self) -> float:
@@ -59,6 +62,7 @@ class SimResult:
             "avg_queueing": float(wait.mean()),
             "mean_slowdown": float(slow.mean()),
             "utilization": float(busy / (self.total_gpus * span)) if self.total_gpus and span else 0.0,
+            "timeouts": sum(r.state == "TIMEOUT" for r in self.records),
             "skipped": len(self.skipped),
             "fallbacks": self.fallbacks,
             "holds": self.holds,

@@ -1,61 +1,82 @@
-"""EASY backfill: the reservation of the first waiting job, and who may jump ahead of it."""
+"""One backfill pass: per-node plans from time limits, reservations that block whole nodes."""
 import math
 
-from slurm_advisor.domain import Job, Resources
-from slurm_advisor.sim.backfill import Reservation, reserve
+import numpy as np
 
+from slurm_advisor.domain import ClusterSnapshot, Job, Node, Resources
+from slurm_advisor.sim.backfill import BackfillPass, RunningEnds
 
-def gpus(n: int) -> Resources:
-    return Resources(n, n, n)
+NODES = (Node("n1", 8, 2, 32_000), Node("n2", 8, 2, 32_000), Node("n3", 8, 2, 32_000))
+GPU = np.array([2, 1, 8_000])
 
 
 def job(n_gpus: int) -> Job:
-    return Job("j", "x", 0, n_gpus, Resources(), gpus(1), 10.0)
+    return Job("j", "x", 0, n_gpus, Resources(), Resources(2, 1, 8_000), 10.0)
 
 
-def test_shadow_time_is_the_first_end_that_frees_enough() -> None:
-    ends = [(30.0, gpus(4)), (10.0, gpus(2)), (20.0, gpus(4))]
-    r = reserve(job(10), gpus(4), ends)
-    assert r.shadow_time == 20.0  # 4 + 2 (t=10) + 4 (t=20) = 10
-    assert r.extra == gpus(0)
+def running(*jobs: tuple[str, float, dict[int, int]]) -> tuple[np.ndarray, RunningEnds]:
+    """(id, planned end, {node index: GPUs}) -> the free array and the planned ends."""
+    free = ClusterSnapshot.empty(NODES).free_array().copy()
+    ends = RunningEnds()
+    for job_id, end, per_node in jobs:
+        idx = np.array(list(per_node), dtype=np.int64)
+        amounts = np.array([GPU * g for g in per_node.values()], dtype=np.int64)
+        np.subtract.at(free, idx, amounts)
+        ends.add(job_id, end, idx, amounts)
+    return free, ends
 
 
-def test_extra_is_what_the_reserved_job_leaves_over() -> None:
-    r = reserve(job(10), gpus(4), [(10.0, gpus(2)), (20.0, gpus(8)), (30.0, gpus(4))])
-    assert r.shadow_time == 20.0
-    assert r.extra == gpus(4)
+def test_a_reservation_is_the_first_planned_end_that_frees_enough_on_the_nodes() -> None:
+    free, ends = running(("a", 30.0, {0: 2}), ("b", 10.0, {1: 1}), ("c", 20.0, {1: 1, 2: 2}))
+    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
+    # 4 GPUs: n2 is free at 20, n3 at 20 too; n1 only at 30
+    assert plan.reserve(job(4), 50.0, None, 0.0) == 20.0
+    assert plan.reservations[0].nodes.tolist() == [1, 2] and plan.reservations[0].end == 70.0
 
 
-def test_every_resource_must_be_available() -> None:
-    need = Job("j", "x", 0, 1, Resources(), Resources(8, 1, 100), 1.0)
-    ends = [(5.0, Resources(0, 1, 100)), (9.0, Resources(8, 0, 0))]
-    r = reserve(need, Resources(), ends)
-    assert r.shadow_time == 9.0 and r.extra == Resources(0, 0, 0)
+def test_per_node_not_cluster_wide() -> None:
+    # 2 GPUs free in all at t=0 (one on n1, one on n2), but a 2-GPU one-node job needs them on
+    # one node: the cluster-wide sum would say "now"; per node it is when n1 empties, at 100
+    one_node = Job("j", "x", 0, 1, Resources(), Resources(4, 2, 8_000), 10.0)
+    free, ends = running(("a", 100.0, {0: 1}), ("b", 300.0, {1: 1}), ("c", 400.0, {2: 2}))
+    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
+    assert plan.room_now(10.0)[0][:, 1].sum() == 2
+    assert plan.reserve(one_node, 50.0, None, 0.0) == 100.0
 
 
-def test_never_enough_gives_an_infinite_shadow() -> None:
-    r = reserve(job(100), gpus(4), [(10.0, gpus(2))])
-    assert math.isinf(r.shadow_time) and r.extra == Resources()
+def test_a_reservation_blocks_its_nodes_whole_during_its_window() -> None:
+    free, ends = running(("a", 100.0, {0: 2, 1: 1}))
+    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
+    assert plan.reserve(job(4), 50.0, None, 0.0) == 100.0     # n1 + n2 from 100 to 150
+    room, masked = plan.room_now(100.0)                     # a job ending at 100 may use them
+    assert not masked and room[:, 1].tolist() == [0, 1, 2]
+    room, masked = plan.room_now(100.5)                     # one ending later may not
+    assert masked and room[:, 1].tolist() == [0, 0, 2]
 
 
-def test_short_jobs_are_admitted_before_the_shadow_time_without_using_extra() -> None:
-    r = Reservation(100.0, gpus(0))
-    assert r.admits(job(4), now=50.0, expected_runtime=40.0)
-    assert r.admits(job(4), now=50.0, expected_runtime=50.0)  # ends exactly at the shadow time
-    assert not r.admits(job(4), now=50.0, expected_runtime=50.5)
-    assert r.extra == gpus(0)
+def test_later_jobs_are_planned_around_earlier_reservations() -> None:
+    free, ends = running(("a", 100.0, {0: 2, 1: 2, 2: 2}))
+    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
+    assert plan.reserve(job(6), 50.0, None, 0.0) == 100.0
+    assert plan.reserve(job(2), 10.0, None, 0.0) == 150.0   # after the first reservation's window
 
 
-def test_long_jobs_consume_extra_until_it_runs_out() -> None:
-    r = Reservation(100.0, gpus(3))
-    assert r.admits(job(2), now=0.0, expected_runtime=500.0)
-    assert r.extra == gpus(1)
-    assert not r.admits(job(2), now=0.0, expected_runtime=500.0)
-    assert r.extra == gpus(1)  # a refusal consumes nothing
-    assert r.admits(job(1), now=0.0, expected_runtime=500.0)
-    assert r.extra == gpus(0)
-    assert r.admits(job(8), now=0.0, expected_runtime=10.0)  # short jobs still get in
+def test_jobs_started_in_the_pass_release_at_their_limit() -> None:
+    free, ends = running(("a", 100.0, {0: 2}))
+    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
+    plan.started(40.0, np.array([1, 2]), np.array([GPU * 2, GPU * 2]))
+    assert plan.reserve(job(4), 10.0, None, 0.0) == 40.0
 
 
-def test_infinite_shadow_admits_everything() -> None:
-    assert Reservation(math.inf, Resources()).admits(job(8), 0.0, 1e12)
+def test_no_reservation_beyond_the_window_and_a_wake_up_when_it_comes_inside() -> None:
+    free, ends = running(("a", 5000.0, {0: 2, 1: 2, 2: 2}))
+    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=3600.0)
+    assert plan.reserve(job(2), 10.0, None, 0.0) is None and plan.reservations == []
+    assert plan.wake == 5000.0 - 3600.0
+    assert math.isinf(BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, 0.0, 1e9).wake)
+
+
+def test_an_identical_earlier_job_bounds_the_search() -> None:
+    free, ends = running(("a", 100.0, {0: 2}), ("b", 200.0, {1: 2}))
+    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
+    assert plan.reserve(job(2), 10.0, None, 150.0) == 200.0   # 0 and 100 are not even tried

@@ -1,28 +1,19 @@
 """The simulator on golden tiny traces with hand-computed outcomes."""
-from collections.abc import Collection, Sequence
 
 import numpy as np
 import pytest
 
 from slurm_advisor.advisor import Advisor
-from slurm_advisor.domain import Job, Node, Placement, Resources, RunningJob, SpeedSample
+from slurm_advisor.domain import Job, Node, Placement, Resources, SpeedSample
 from slurm_advisor.policies import PolicyContext, make_policy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.engine import Simulation
+from slurm_advisor.sim.scheduler import SchedulerConfig
+from slurm_advisor.speedmodels.constant import ConstantSpeed
 from slurm_advisor.speedmodels.contention import ContentionSpeedModel
 
 TWO_NODES = [Node("n1", 8, 2, 32_000), Node("n2", 8, 2, 32_000)]
 GPU_WORKER = Resources(2, 1, 8_000)
-
-
-class ConstantSpeed:
-    """1 iteration/s for every job, whatever its neighbours."""
-    name = "constant"
-    local = True
-
-    def speeds(self, nodes: Sequence[Node], running: Sequence[RunningJob],
-               only: Collection[str] | None = None) -> dict[str, float]:
-        return {rj.job.id: 1.0 for rj in running if only is None or rj.job.id in only}
 
 
 class HalvesWhenShared:
@@ -54,11 +45,19 @@ class SlowerWithMoreJobs:
         return {rj.job.id: 1.0 / len(running) for rj in running if only is None or rj.job.id in only}
 
 
-def job(job_id: str, submit: float, workers: int, iterations: float, worker: Resources = GPU_WORKER) -> Job:
-    return Job(job_id, "resnet50", 0, workers, Resources(), worker, iterations, submit_time=submit)
+def job(job_id: str, submit: float, workers: int, iterations: float, worker: Resources = GPU_WORKER,
+        limit: float | None = None) -> Job:
+    return Job(job_id, "resnet50", 0, workers, Resources(), worker, iterations, submit_time=submit,
+               time_limit_s=limit)
+
+
+def exact(job_id: str, submit: float, workers: int, seconds: float) -> Job:
+    """A job whose time limit is exactly its run time at 1 it/s: Slurm's plan is then exact."""
+    return job(job_id, submit, workers, seconds, limit=seconds)
 
 
 def simulate(nodes, jobs, truth, policy: str = "slurm-default", **kw):
+    kw.setdefault("scheduler", SchedulerConfig(bf_interval_s=0))  # a backfill pass at every change
     return Simulation(nodes, jobs, Advisor(make_policy(policy)), truth, **kw).run()
 
 
@@ -66,12 +65,13 @@ def times(result) -> dict[str, tuple[float, float]]:
     return {r.job_id: (r.start, r.end) for r in result.records}
 
 
-def test_golden_fifo_with_easy_backfill() -> None:
-    # n1, n2: 2 GPUs each; every worker takes one GPU; speed 1 it/s, so iterations = seconds.
-    jobs = [job("j1", 0, 2, 100), job("j2", 0, 2, 50),
-            job("j3", 10, 4, 30),   # needs both nodes: waits for j1 (shadow time 100)
-            job("j4", 20, 2, 40),   # fits at 50 and ends at 90 <= 100: backfills ahead of j3
-            job("j5", 30, 2, 60)]   # would end after 100: must not jump ahead of j3
+def test_golden_fifo_with_backfill() -> None:
+    # n1, n2: 2 GPUs each; every worker takes one GPU; speed 1 it/s, so iterations = seconds,
+    # and every time limit is the run time: Slurm's plan is exact.
+    jobs = [exact("j1", 0, 2, 100), exact("j2", 0, 2, 50),
+            exact("j3", 10, 4, 30),   # needs both nodes: reserved at 100, when j1 ends
+            exact("j4", 20, 2, 40),   # fits at 50, its limit ends at 90 <= 100: backfills ahead of j3
+            exact("j5", 30, 2, 60)]   # its limit would overlap j3's reservation: must wait
     result = simulate(TWO_NODES, jobs, ConstantSpeed())
     assert times(result) == {"j1": (0, 100), "j2": (0, 50), "j4": (50, 90), "j3": (100, 130),
                              "j5": (130, 190)}
@@ -91,7 +91,7 @@ def test_golden_fifo_with_easy_backfill() -> None:
 
 
 def test_without_a_blocked_head_the_queue_is_plain_fifo() -> None:
-    jobs = [job("a", 0, 4, 10), job("b", 1, 4, 10), job("c", 2, 1, 5)]
+    jobs = [exact("a", 0, 4, 10), exact("b", 1, 4, 10), exact("c", 2, 1, 5)]
     result = simulate(TWO_NODES, jobs, ConstantSpeed())
     # at t=2 nothing is free (a holds all 4 GPUs), so c waits; at 10 b (the head) goes first,
     # and c may not backfill: it would need a GPU that b's reservation holds.
@@ -100,9 +100,9 @@ def test_without_a_blocked_head_the_queue_is_plain_fifo() -> None:
 
 def test_backfill_into_extra_resources_that_the_head_does_not_need() -> None:
     three = TWO_NODES + [Node("n3", 8, 2, 32_000)]
-    jobs = [job("long", 0, 4, 100),       # n1 + n2
-            job("head", 1, 4, 10),        # needs 4: waits for long (shadow 100), leaves 2 over
-            job("side", 2, 2, 500)]       # ends long after 100, but fits in what head leaves over
+    jobs = [exact("long", 0, 4, 100),       # n1 + n2
+            exact("head", 1, 4, 10),        # needs 4: reserved at 100 on n1 + n2, leaves n3 over
+            exact("side", 2, 2, 500)]       # ends long after 100, but fits on n3, which head leaves
     result = simulate(three, jobs, ConstantSpeed())
     assert times(result) == {"long": (0, 100), "side": (2, 502), "head": (100, 110)}
 
@@ -243,7 +243,7 @@ def test_a_held_job_waits_for_a_finish_and_is_not_placed_by_the_fallback() -> No
     small = Resources(1, 1, 1_000)
     jobs = [job("a", 0, 1, 10, Resources(7, 1, 8_000)), job("b", 0, 1, 30), job("c", 0, 2, 5, small)]
     advisor = Advisor(WholeNodeOrWait(), fallback=SlurmDefaultPolicy())
-    result = Simulation(TWO_NODES, jobs, advisor, ConstantSpeed()).run()
+    result = Simulation(TWO_NODES, jobs, advisor, ConstantSpeed(), scheduler=SchedulerConfig(bf_interval_s=0)).run()
     assert times(result)["b"] == (0, 30)
     assert times(result)["c"] == (10, 15)
     assert result.holds >= 1 and result.fallbacks == 0
