@@ -93,7 +93,7 @@ class Store:
         rows = [_row(s) for s in samples]
         if rows:
             with self._guard("cannot write to"), self._sessions.begin() as session:
-                session.execute(insert(SpeedSampleRow), rows)
+                session.execute(insert(SpeedSampleRow.__table__), rows)  # Core: no ORM bookkeeping per row
             self.commits += 1
         return len(rows)
 
