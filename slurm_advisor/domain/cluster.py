@@ -56,24 +56,27 @@ class NodeLayout:
         self.switch_id = np.array([ids.get(n.switch, 0) for n in nodes], dtype=np.int64)
         self.switch_id.flags.writeable = False
 
-    _cache: dict[int, NodeLayout] = {}
-
     @classmethod
     def of(cls, nodes: tuple[Node, ...]) -> NodeLayout:
         """One layout per nodes tuple (by identity: equal tuples built apart get their own)."""
-        layout = cls._cache.get(id(nodes))
+        layout = _LAYOUTS.get(id(nodes))
         if layout is None or layout.nodes is not nodes:
             layout = cls(nodes)
-            if len(cls._cache) > 64:
-                cls._cache.clear()
-            cls._cache[id(nodes)] = layout
+            if len(_LAYOUTS) > 64:
+                _LAYOUTS.clear()
+            _LAYOUTS[id(nodes)] = layout
         return layout
+
+
+# id(nodes tuple) -> its layout; the layout keeps the tuple alive, so an id is never reused
+# while its entry exists.
+_LAYOUTS: dict[int, NodeLayout] = {}
 
 
 class FreeView(Mapping):
     """node name -> free Resources, read from the snapshot's arrays (no per-node objects kept)."""
 
-    __slots__ = ("_layout", "_free")
+    __slots__ = ("_free", "_layout")
 
     def __init__(self, layout: NodeLayout, free: np.ndarray):
         self._layout, self._free = layout, free
@@ -107,7 +110,7 @@ class ClusterSnapshot:
     change returns a new snapshot, which shares the node layout and copies only arrays.
     """
 
-    __slots__ = ("layout", "_free", "_running", "time", "_running_tuple", "_jobs_on")
+    __slots__ = ("_free", "_jobs_on", "_running", "_running_tuple", "layout", "time")
 
     def __init__(self, nodes: tuple[Node, ...] | list[Node], free: Mapping[str, Resources],
                  running: tuple[RunningJob, ...] = (), time: float = 0.0):

@@ -43,10 +43,11 @@ def test_a_job_that_reaches_its_limit_is_ended_as_timeout() -> None:
 
 
 def test_the_default_limit_is_a_multiple_of_the_run_alone_in_whole_minutes() -> None:
-    config = SchedulerConfig()
+    config = SchedulerConfig(limit_factor=3.0)
     assert config.time_limit(None, 100.0) == 300.0
     assert config.time_limit(None, 101.0) == 360.0
     assert config.time_limit(45.0, 100.0) == 45.0
+    assert SchedulerConfig().time_limit(None, 100.0) == 1020.0  # 10x, whole minutes
     assert SchedulerConfig(max_time_s=200).time_limit(None, 100.0) == 200.0
     with pytest.raises(ValueError, match="limit_factor"):
         SchedulerConfig(limit_factor=0.5)
