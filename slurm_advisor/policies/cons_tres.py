@@ -40,10 +40,13 @@ _MANY = np.iinfo(np.int64).max // 4
 
 def usable_slots(free: np.ndarray, demand: Resources) -> np.ndarray:
     """Tasks of ``demand`` each node could hold (uncapped by the job's size), shape (nodes,)."""
-    out = np.full(len(free), _MANY, dtype=np.int64)
+    out = None
     for r, need in enumerate((demand.cpus, demand.gpus, demand.mem_mb)):
         if need > 0:
-            np.minimum(out, free[:, r] // need, out=out)
+            slots = free[:, r] // need
+            out = slots if out is None else np.minimum(out, slots, out=out)
+    if out is None:  # a task that asks for nothing fits anywhere, as often as it likes
+        return np.full(len(free), _MANY, dtype=np.int64)
     return np.maximum(out, 0, out=out)
 
 

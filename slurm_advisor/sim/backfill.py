@@ -99,7 +99,7 @@ class BackfillPass:
 
     def _place(self, job: Job, free: np.ndarray, t: float, limit: float, max_nodes: int | None) -> bool:
         room, _ = self._masked(free, t, t + limit)
-        if not could_fit(room, job):
+        if job.num_ps and not could_fit(room, job):  # choose_nodes checks a worker-only job itself
             return False
         taken = choose_nodes(self.layout, room, job, max_nodes=max_nodes)
         if taken is None:
