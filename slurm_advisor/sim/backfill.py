@@ -25,24 +25,29 @@ from slurm_advisor.policies.cons_tres import choose_nodes, could_fit
 
 @dataclass
 class RunningEnds:
-    """Running jobs by planned end (start + time limit), with what each frees per node."""
+    """Running jobs by planned end (start + time limit), with what each frees per node; kept
+    sorted as jobs start and end, so a backfill pass reads it without rebuilding it."""
 
-    times: list[float] = field(default_factory=list)
+    entries: list[tuple[float, np.ndarray, np.ndarray]] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
     usage: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def add(self, job_id: str, end: float, nodes: np.ndarray, amounts: np.ndarray) -> None:
-        i = bisect.bisect_right(self.times, end)
-        self.times.insert(i, end)
+        i = bisect.bisect_right(self.entries, end, key=_end)
+        self.entries.insert(i, (end, nodes, amounts))
         self.ids.insert(i, job_id)
         self.usage[job_id] = (nodes, amounts)
 
     def remove(self, job_id: str, end: float) -> None:
-        i = bisect.bisect_left(self.times, end)
+        i = bisect.bisect_left(self.entries, end, key=_end)
         while self.ids[i] != job_id:
             i += 1
-        del self.times[i], self.ids[i]
+        del self.entries[i], self.ids[i]
         del self.usage[job_id]
+
+
+def _end(entry: tuple[float, np.ndarray, np.ndarray]) -> float:
+    return entry[0]
 
 
 @dataclass
@@ -69,8 +74,9 @@ class BackfillPass:
 
     def started(self, end: float, nodes: np.ndarray, amounts: np.ndarray) -> None:
         np.subtract.at(self.free, nodes, amounts)
-        releases = self._releases()
-        releases.insert(bisect.bisect_right(releases, end, key=lambda e: e[0]), (end, nodes, amounts))
+        if self._release_list is None:  # copy on first write: the engine's list stays as it is
+            self._release_list = list(self.ends.entries)
+        self._release_list.insert(bisect.bisect_right(self._release_list, end, key=_end), (end, nodes, amounts))
 
     def reserve(self, job: Job, limit: float, max_nodes: int | None, not_before: float) -> float | None:
         """Plan ``job`` at its earliest start (not before ``not_before``, an earlier identical
@@ -108,10 +114,8 @@ class BackfillPass:
         return True
 
     def _releases(self) -> list[tuple[float, np.ndarray, np.ndarray]]:
-        """What running jobs (and those started in this pass) free, by planned end; built once."""
-        if self._release_list is None:
-            self._release_list = [(t, *self.ends.usage[j]) for t, j in zip(self.ends.times, self.ends.ids)]
-        return self._release_list
+        """What running jobs (and those started in this pass) free, by planned end."""
+        return self.ends.entries if self._release_list is None else self._release_list
 
     def _masked(self, free: np.ndarray, t0: float, t1: float) -> tuple[np.ndarray, bool]:
         blocked = [r.nodes for r in self.reservations if r.start < t1 and r.end > t0]
