@@ -5,8 +5,10 @@
 #
 # On a fresh Debian 12 machine, as root: creates .venv, installs the CPU build of torch first
 # (an unpinned torch would pull GBs of CUDA), then the package with its dev extra; installs and
-# starts a private PostgreSQL for the store's integration test (stopped by its PID on exit);
-# then ruff and pytest. Safe to run again: each step skips what is already done.
+# starts a private PostgreSQL for the store's integration test, and the Slurm testbed
+# (.ci/slurm-testbed.sh: slurmctld + 4 slurmd on localhost) for tests/integration; both are
+# stopped by their PIDs on exit; then ruff and pytest. Safe to run again: each step skips what
+# is already done.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -47,13 +49,28 @@ setup_postgres() {
             -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold postgresql > /dev/null
     fi
     step "starting PostgreSQL"
-    trap '.ci/postgres.sh stop || true' EXIT
     SLURM_ADVISOR_TEST_PG_URL=$(.ci/postgres.sh start)
     export SLURM_ADVISOR_TEST_PG_URL
 }
 
+setup_slurm() {
+    # The testbed installs its Debian packages itself when they are missing.
+    step "starting the Slurm testbed"
+    local exports
+    exports=$(.ci/slurm-testbed.sh start)  # apart from eval, so that a failed start stops the run
+    eval "$exports"                        # export SLURM_CONF=...
+    export SLURM_ADVISOR_TEST_SLURM=1
+}
+
+stop_services() {
+    .ci/slurm-testbed.sh stop || true
+    .ci/postgres.sh stop || true
+}
+
 setup_python
+trap stop_services EXIT  # set before either starts: a start that fails half-way is stopped too
 setup_postgres
+setup_slurm
 step "ruff"
 "$VENV/bin/ruff" check -q slurm_advisor tests benchmarks
 step "pytest"
