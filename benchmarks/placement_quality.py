@@ -1,11 +1,22 @@
 """Placement quality: avg JCT of every policy under three ground truths and two workloads.
 
 For each setting: speed samples are recorded on a training trace, the learned policy is
-trained on them, and every policy then runs *different* test traces (other seeds / other
-windows) under the ground truth. One 300-job trace is a noisy judge (a few big jobs decide its
-average), so each setting has TEST_TRACES of them: the table gives the first trace in full and
-each policy's avg JCT over all of them, with the spread of the learned policy's ratio.
-Prints a table and writes JSON.
+trained on them (the promotion gate's judge on samples recorded apart, on a judge trace), and
+every policy then runs *different* test traces under the ground truth. One 300-job trace is a
+noisy judge (a few big jobs decide its average), so each setting has TEST_TRACES of them: the
+table gives the first trace in full and each policy's avg JCT over all of them, with the spread
+of the learned policy's ratio. Prints a table and writes JSON.
+
+The traces (``workloads``; none shares a job with another):
+
+- ``large`` (synthetic): training seed 11, judge seed 41, test seeds 31, 32, 33.
+- ``philly``: training = Philly days 20-40 (jobs sampled evenly to 300), judge = days 40-60
+  (days 0-20 hold only 71 jobs), test = days 80-88, 88-96, 96-104 (each sampled evenly to 300).
+
+The test traces are looked at once, for the figures of the README (first run 2026-12-01). A
+design change made after a loss on a test trace turns it into a validation trace: the next
+figures must then come from new test traces (as seeds 12-14 and Philly days 20-80, the test
+traces until 2026-12-01, became validation traces). Nothing is tuned on them.
 
     python benchmarks/placement_quality.py --out benchmarks/results/quality.json [--quick]
 """
@@ -34,7 +45,7 @@ from slurm_advisor.speedmodels import load_speed_model
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
-BASELINES = ["slurm-default", "pack", "spread", "random", "tetris", "oracle"]
+BASELINES = ["slurm-default", "slurm-topo", "pack", "spread", "random", "tetris", "oracle"]
 
 
 # Offered load (GPU time asked for, jobs alone, over GPU time available): loaded, not overloaded.
@@ -44,35 +55,32 @@ TEST_TRACES = 3
 
 
 def workloads(quick: bool) -> dict:
-    """Raw (train, [test, ...]) traces; arrival times are scaled to OFFERED_LOAD per ground truth."""
+    """Raw (train, judge, [test, ...]) traces; arrival times are scaled to OFFERED_LOAD per ground truth."""
     n = 120 if quick else 300
     tests = 2 if quick else TEST_TRACES
     day = 86400
     philly = SHARED / "philly" / "philly_jobs.csv.gz"
 
-    def philly_window(first_day: int) -> list:
-        return philly_jobs(philly, start_s=first_day * day, duration_s=20 * day, seed=1)
+    def philly_window(first_day: int, days: int) -> list:
+        return _evenly(philly_jobs(philly, start_s=first_day * day, duration_s=days * day, seed=1), n)
 
-    # Philly arrivals and sizes (mostly 1-GPU jobs): days 20-40, alternate jobs to training and
-    # test, so both come from the same (bursty) period but share no job; further test traces
-    # from days 40-60 and 60-80.
-    philly_train, philly_test = _alternate(_evenly(philly_window(20), 2 * n))
-    philly_tests = [philly_test] + [_evenly(philly_window(d), n) for d in (40, 60)]
     return {
-        "philly": (philly_train, philly_tests[:tests]),
+        # Philly arrivals and sizes (mostly 1-GPU jobs; the data span 108.9 days).
+        "philly": (philly_window(20, 20), philly_window(40, 20), [philly_window(d, 8) for d in (80, 88, 96)][:tests]),
         # Larger jobs that must span nodes (4-16 workers, PS and all-reduce).
-        "large": (synthetic_jobs(n, seed=11, mix="large"),
-                  [synthetic_jobs(n, seed=12 + i, mix="large") for i in range(tests)]),
+        "large": (synthetic_jobs(n, seed=11, mix="large"), synthetic_jobs(n, seed=41, mix="large"),
+                  [synthetic_jobs(n, seed=31 + i, mix="large") for i in range(tests)]),
     }
+
+
+TRACES = {"philly": {"train": "Philly days 20-40", "judge": "Philly days 40-60",
+                     "test": ["Philly days 80-88", "days 88-96", "days 96-104"]},
+          "large": {"train": "synthetic seed 11", "judge": "synthetic seed 41", "test": ["seeds 31", "32", "33"]}}
 
 
 def _evenly(jobs: list, n: int) -> list:
     """n jobs spread over the whole window (Philly arrives in bursts of one user's sweeps)."""
     return jobs[:: max(1, len(jobs) // n)][:n]
-
-
-def _alternate(jobs: list) -> tuple[list, list]:
-    return jobs[0::2], jobs[1::2]
 
 
 def truths() -> dict:
@@ -119,24 +127,30 @@ def main(argv=None) -> int:
     if only and args.out.exists():  # a partial run updates the settings it ran
         out["settings"] = json.loads(args.out.read_text()).get("settings", {})
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    for wname, (raw_train, raw_tests) in workloads(args.quick).items():
+    for wname, (raw_train, raw_judge, raw_tests) in workloads(args.quick).items():
         for tname, truth in truths().items():
             key = f"{tname}:{wname}"
             if only and key not in only:
                 continue
             started = time.time()
             train_jobs = at_offered_load(raw_train, nodes, truth, args.offered_load)
+            judge_jobs = at_offered_load(raw_judge, nodes, truth, args.offered_load)
             test_traces = [at_offered_load(t, nodes, truth, args.offered_load) for t in raw_tests]
             with tempfile.TemporaryDirectory() as work:
-                res = run_experiment(nodes, train_jobs, test_traces[0], truth, Path(work), hp, baselines=BASELINES,
+                res = run_experiment(nodes, train_jobs, test_traces[0], truth, Path(work), hp,
+                                     judge_jobs=judge_jobs, baselines=BASELINES,
                                      ablations=ablations if key == "contention:large" else None,
                                      seed=args.seed, log=_logger(key))
                 by_trace = [res.results] + [evaluate(nodes, jobs, truth, BASELINES, res.models, args.seed)
                                             for jobs in test_traces[1:]]
             row = {name: r.summary() for name, r in res.results.items()}
             out["settings"][key] = {"policies": row, "speed_mape_unseen": res.speed_mape_unseen,
+                                    "traces": TRACES[wname],
                                     "avg_jct_by_test_trace": {name: [r[name].summary()["avg_jct"] for r in by_trace]
                                                               for name in res.results},
+                                    # a job killed at its limit ends early and shortens the avg JCT
+                                    "timeouts_by_test_trace": {name: [r[name].summary()["timeouts"] for r in by_trace]
+                                                               for name in res.results},
                                     "train_seconds": res.train_seconds, "samples": res.samples,
                                     "teacher": res.teacher, "deployed": res.deployed,
                                     "validation": res.validation,
@@ -160,17 +174,22 @@ def print_setting(key: str, s: dict) -> None:
     best_other = min(v["avg_jct"] for k, v in rows.items() if k != "oracle" and k not in trained)
     print(f"\n== {key}  (speed-model MAPE on unseen placements {s['speed_mape_unseen']:.3f}, "
           f"teacher {s['teacher']}, {s['seconds']} s)")
-    print(f"{'policy':<16}{'avg_jct_h':>10}{'p95_jct_h':>10}{'slowdown':>10}{'util':>7}{'vs slurm':>10}{'vs best bl':>11}")
+    print(f"{'policy':<16}{'avg_jct_h':>10}{'p95_jct_h':>10}{'slowdown':>10}{'util':>7}{'vs slurm':>10}"
+          f"{'vs best bl':>11}{'timeouts':>10}")
     for name, v in rows.items():
         print(f"{name:<16}{v['avg_jct'] / 3600:>10.2f}{v['p95_jct'] / 3600:>10.2f}{v['mean_slowdown']:>10.3f}"
-              f"{v['utilization']:>7.2f}{v['avg_jct'] / ref:>10.3f}{v['avg_jct'] / best_other:>11.3f}")
+              f"{v['utilization']:>7.2f}{v['avg_jct'] / ref:>10.3f}{v['avg_jct'] / best_other:>11.3f}"
+              f"{v.get('timeouts', 0):>10}")
     traces = s.get("avg_jct_by_test_trace", {})
     if traces and len(next(iter(traces.values()))) > 1:
         print(f"over {len(traces['slurm-default'])} test traces (mean avg JCT; the trained policy's ratio per trace):")
         for name in trained:
             mean, per_trace = over_traces(traces, name)
+            killed = s.get("timeouts_by_test_trace", {})
+            note = (f"; timeouts per trace {killed[name]} ({mean['best']}: {killed[mean['best']]})"
+                    if killed else "")
             print(f"  {name}: {mean['vs slurm']:.3f} x slurm-default, {mean['vs best']:.3f} x the best baseline "
-                  f"({mean['best']}); per trace vs best {per_trace}")
+                  f"({mean['best']}); per trace vs best {per_trace}{note}")
 
 
 if __name__ == "__main__":

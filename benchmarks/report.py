@@ -1,6 +1,6 @@
 """Markdown tables for the README from the benchmarks' JSON results.
 
-    python benchmarks/report.py [--results benchmarks/results] > table.md
+    python benchmarks/report.py [--results benchmarks/results] [--quality quality-seed1.json] > table.md
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-POLICIES = ("slurm-default", "pack", "spread", "random", "tetris", "oracle", "learned")
-BASELINES = POLICIES[:5]  # the rules to beat: not the oracle (never deployable), not the learned policy
+POLICIES = ("slurm-default", "slurm-topo", "pack", "spread", "random", "tetris", "oracle", "learned")
+BASELINES = POLICIES[:6]  # the rules to beat: not the oracle (never deployable), not the learned policy
 
 
 def over_traces(traces: dict[str, list[float]], name: str) -> tuple[dict, str]:
@@ -41,6 +41,19 @@ def quality(data: dict) -> list[str]:
     return lines
 
 
+def timeouts(data: dict) -> list[str]:
+    """Jobs Slurm killed at their time limit, summed over the test traces: a killed job ends
+    early and shortens the avg JCT, so a policy must not look good by getting jobs killed."""
+    lines = ["| setting | " + " | ".join(POLICIES) + " | learned per trace |", "|---|" + "---|" * (len(POLICIES) + 1)]
+    for key, s in data["settings"].items():
+        killed = s.get("timeouts_by_test_trace")
+        if killed is None:
+            continue
+        cells = " | ".join(str(sum(killed[p])) if p in killed else "-" for p in POLICIES)
+        lines.append(f"| {key} | {cells} | {' '.join(map(str, killed.get('learned', [])))} |")
+    return lines
+
+
 def ablations(data: dict) -> list[str]:
     lines = []
     for key, s in data["settings"].items():
@@ -49,12 +62,15 @@ def ablations(data: dict) -> list[str]:
             traces = s["avg_jct_by_test_trace"]
             lines += [(f"Ablations on {key} (avg JCT over the test traces; deployed: network or the teacher, "
                        "and the patience it holds jobs with; holds: on the first test trace):"), "",
-                      "| variant | avg JCT (h) | vs slurm-default | per trace vs best | deployed | holds | train s |",
-                      "|---|---|---|---|---|---|---|"]
+                      ("| variant | avg JCT (h) | vs slurm-default | vs best baseline | per trace vs best | deployed "
+                       "| holds | timeouts | train s |"),
+                      "|---|---|---|---|---|---|---|---|---|"]
+            killed = s.get("timeouts_by_test_trace", {})
             for name, v in variants.items():
                 mean, per = over_traces(traces, name)
                 lines.append(f"| {name} | {sum(traces[name]) / len(traces[name]) / 3600:.1f} | {mean['vs slurm']:.3f} | "
-                             f"{per} | {s['deployed'][name]} | {v.get('holds', 0)} | "
+                             f"{mean['vs best']:.3f} ({mean['best']}) | {per} | {s['deployed'][name]} | "
+                             f"{v.get('holds', 0)} | {sum(killed.get(name, [0]))} | "
                              f"{s['train_seconds'].get(name, 0):.0f} |")
     return lines
 
@@ -62,10 +78,13 @@ def ablations(data: dict) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--results", type=Path, default=REPO / "benchmarks" / "results")
+    ap.add_argument("--quality", default="quality.json", help="the placement-quality JSON in --results")
     args = ap.parse_args(argv)
-    q = json.loads((args.results / "quality.json").read_text())
+    q = json.loads((args.results / args.quality).read_text())
     print("Average JCT in hours, mean over the test traces (lower is better):\n")
     print("\n".join(quality(q)))
+    print("\nJobs killed at their time limit (TIMEOUT), summed over the test traces:\n")
+    print("\n".join(timeouts(q)))
     print()
     print("\n".join(ablations(q)))
     return 0

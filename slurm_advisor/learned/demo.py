@@ -1,8 +1,9 @@
 """The demo: the whole method on the shipped default cluster, no Slurm needed.
 
-Synthetic training and test traces of large multi-node jobs, the contention model as ground
-truth; then :func:`run_experiment` records speeds on the training trace, fits the speed model,
-trains the policy and compares it with the baselines on the unseen test trace.
+Synthetic training, judge and test traces of large multi-node jobs, the contention model as
+ground truth; then :func:`run_experiment` records speeds on the training trace (and, apart, on
+the judge trace for the promotion gate's judge), fits the speed model, trains the policy and
+compares it with the baselines on the unseen test trace.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
 from slurm_advisor.speedmodels.base import SpeedModel
 
-BASELINES = ("slurm-default", "pack", "spread", "random", "tetris", "oracle")
+BASELINES = ("slurm-default", "slurm-topo", "pack", "spread", "random", "tetris", "oracle")
 MIX = "large"
 TRUTH = "contention"
 # Offered load: GPU-hours asked for per hour (jobs alone, consolidated) over the cluster's GPUs.
@@ -34,7 +35,7 @@ OFFERED_LOAD = 0.6
 @dataclass(frozen=True)
 class DemoConfig:
     episodes: int = 100  # RL episodes after the warm start
-    jobs: int = 120      # jobs in each of the training and test traces
+    jobs: int = 120      # jobs in each of the training, judge and test traces
     seed: int = 0        # seeds the traces, the simulations and the training
 
     def hyper(self) -> Hyper:
@@ -56,11 +57,12 @@ def run_demo(config: DemoConfig, model_dir: Path, log: Callable[[str], None] = p
     nodes, truth = default_cluster(), load_speed_model(TRUTH)
     train_jobs = loaded_trace(nodes, truth, config.jobs, config.seed + 1)
     test_jobs = loaded_trace(nodes, truth, config.jobs, config.seed + 2)
+    judge_jobs = loaded_trace(nodes, truth, config.jobs, config.seed + 3)
     hp = config.hyper()
-    log(f"cluster: {len(nodes)} nodes, {sum(n.gpus for n in nodes)} GPUs; traces: {config.jobs} training "
-        f"and {config.jobs} test jobs ({MIX} mix, offered load {OFFERED_LOAD}); ground truth: {TRUTH}")
+    log(f"cluster: {len(nodes)} nodes, {sum(n.gpus for n in nodes)} GPUs; traces: {config.jobs} training, "
+        f"{config.jobs} judge and {config.jobs} test jobs ({MIX} mix, offered load {OFFERED_LOAD}); ground truth: {TRUTH}")
     log(f"then {hp.rl_episodes} RL episodes of {hp.episode_jobs} jobs and the comparison: a few minutes")
-    result = run_experiment(nodes, train_jobs, test_jobs, truth, model_dir, hp,
+    result = run_experiment(nodes, train_jobs, test_jobs, truth, model_dir, hp, judge_jobs=judge_jobs,
                             baselines=BASELINES, seed=config.seed, log=log, rounds=1)
     return DemoResult(config, nodes, hp, result)
 
@@ -75,7 +77,8 @@ def to_json(demo: DemoResult) -> dict:
     return {
         "cluster": {"nodes": len(demo.nodes), "gpus": sum(n.gpus for n in demo.nodes)},
         "traces": {"mix": MIX, "jobs": demo.config.jobs, "offered_load": OFFERED_LOAD,
-                   "train_seed": demo.config.seed + 1, "test_seed": demo.config.seed + 2},
+                   "train_seed": demo.config.seed + 1, "test_seed": demo.config.seed + 2,
+                   "judge_seed": demo.config.seed + 3},
         "ground_truth": TRUTH,
         "hyper": demo.hyper.to_dict(),
         "speed_samples": exp.samples,

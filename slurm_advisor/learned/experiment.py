@@ -1,8 +1,10 @@
 """One experiment as the live system would run it: log speeds, learn, then compare on new jobs.
 
 1. Record speed samples while the site's current policies run the *training* trace
-   (what the store holds after some weeks of operation).
-2. Fit the speed model on those samples and train the policy (rewards from the fitted model).
+   (what the store holds after some weeks of operation), and, apart, while they run the
+   *judge* trace (other jobs, other recording seeds): the promotion gate's judge is fitted on
+   those only, so that it does not share the fitted model's data and with it its errors.
+2. Fit the speed model on the training samples and train the policy (rewards from the fitted model).
 3. Run every policy on a *different* test trace under the ground truth, side by side.
 The speed model's error is also measured on samples from the test trace: placements and jobs
 it never saw. With several rounds, step 2 repeats after the trained policy's own placements
@@ -25,6 +27,8 @@ from slurm_advisor.sim.runner import build_advisor, compare
 from slurm_advisor.speedmodels.base import SpeedModel
 
 RECORD_POLICIES = ("slurm-default", "random", "spread", "pack")
+# The judge's samples are recorded with other seeds (other sample noise, other random placements).
+JUDGE_SEED_OFFSET = 500
 
 
 @dataclass
@@ -50,33 +54,39 @@ def record(nodes: Sequence[Node], jobs: Sequence[Job], truth: SpeedModel, polici
 
 
 def run_experiment(nodes: Sequence[Node], train_jobs: Sequence[Job], test_jobs: Sequence[Job],
-                   truth: SpeedModel, workdir: Path, hp: Hyper, *, baselines: Sequence[str],
-                   ablations: dict[str, Ablation] | None = None, seed: int = 0, log=print,
-                   max_samples: int = 30000, rounds: int = 2) -> ExperimentResult:
-    """``rounds`` > 1 runs the production loop: the trained policy runs the training trace (as it
-    would run live), its logged speeds join the store, and the model is retrained on all of them.
-    A policy trained against a fitted model finds where that model is wrong; logging its own
-    placements is what corrects the model there."""
+                   truth: SpeedModel, workdir: Path, hp: Hyper, *, judge_jobs: Sequence[Job],
+                   baselines: Sequence[str], ablations: dict[str, Ablation] | None = None, seed: int = 0,
+                   log=print, max_samples: int = 30000, rounds: int = 2) -> ExperimentResult:
+    """``judge_jobs``: the trace whose logged speeds the judge is fitted on (no job of the
+    training or test traces). ``rounds`` > 1 runs the production loop: the trained policy runs
+    the training trace (as it would run live), its logged speeds join the store, and the model
+    is retrained on all of them. A policy trained against a fitted model finds where that model
+    is wrong; logging its own placements is what corrects the model there. The judge's samples
+    grow the same way, from the policy's run of the judge trace."""
     base = _thin(record(nodes, train_jobs, truth, RECORD_POLICIES, seed), max_samples)
+    judge_base = _thin(record(nodes, judge_jobs, truth, RECORD_POLICIES, seed + JUDGE_SEED_OFFSET), max_samples)
     unseen = record(nodes, test_jobs, truth, ("slurm-default", "random"), seed + 100)
     variants = {"learned": Ablation(), **(ablations or {})}
     models, seconds, deployed, validation = {}, {}, {}, {}
     report, samples = None, base
     for name, ablation in variants.items():
-        samples, seconds[name] = list(base), 0.0
+        samples, judge_samples, seconds[name] = list(base), list(judge_base), 0.0
         for r in range(rounds):
-            log(f"training {name} (round {r + 1}/{rounds}) on {len(samples)} samples")
-            report = train(samples, nodes, train_jobs, hp, ablation, log=log)
+            log(f"training {name} (round {r + 1}/{rounds}) on {len(samples)} samples, "
+                f"judge on {len(judge_samples)} others")
+            report = train(samples, nodes, train_jobs, hp, ablation, log=log, judge_samples=judge_samples)
             models[name] = _save(Path(workdir) / name, report, ablation, hp, len(samples), r + 1)
             seconds[name] += report.seconds
             if r + 1 < rounds:
                 samples += _thin(record(nodes, train_jobs, truth, ["learned"], seed + 10 + r, model_dir=models[name]),
                                  max_samples // 2)
+                judge_samples += _thin(record(nodes, judge_jobs, truth, ["learned"], seed + JUDGE_SEED_OFFSET + 10 + r,
+                                              model_dir=models[name]), max_samples // 2)
         deployed[name] = report.deploy + (f" (patience {report.patience})" if report.patience else "")
         validation[name] = {"network": report.best_validation_jct,
                             "teacher": report.teacher_scores[report.teacher],
                             "chosen": report.candidates[report.chosen], "chosen_as": list(report.chosen),
-                            "judge": report.judge_scores}
+                            "judge": report.judge_scores, "judge_fitted_on": report.judge}
     mape = LearnedSpeedModel(report.speed, report.schema).mape(unseen) if report else float("nan")
     results = evaluate(nodes, test_jobs, truth, baselines, models, seed)
     return ExperimentResult(results, mape, seconds, len(samples), report.teacher if report else "",

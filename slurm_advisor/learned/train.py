@@ -3,8 +3,9 @@ patience (when to hold a job) -> promotion gate.
 
 The RL simulator runs on the *fitted* speed model, never on the ground truth: the policy is
 judged only by what was learned from logged speeds. Model selection replays the training trace
-under the same fitted model, the gate also under an independently fitted judge; the test trace
-is never seen here.
+under the same fitted model, the gate also under a judge: a second speed model, fitted on
+speeds logged apart from the training samples (``judge_samples``: other jobs, other runs), so
+that its errors are not the fitted model's. The test trace is never seen here.
 
 Every choice that moves away from Slurm's own rule (the teacher, the deployed candidate) must
 win on the training trace as logged *and* with its arrivals sped up (``Hyper.stress_rate``): a
@@ -70,6 +71,7 @@ class TrainReport:
     # proposer = network or teacher
     candidates: dict[tuple[str, float], tuple[float, ...]] = field(default_factory=dict)
     judge_scores: dict[str, tuple[float, ...]] = field(default_factory=dict)  # chosen, teacher under the judge
+    judge: str = ""  # what the judge was fitted on
 
     @property
     def chosen(self) -> tuple[str, float]:
@@ -96,7 +98,8 @@ class TrainReport:
                 "best_validation_jct": self.best_validation_jct,
                 "candidates_validation_jct": [{"proposer": p, "patience": k, "avg_jct": list(v)}
                                               for (p, k), v in self.candidates.items()],
-                "judge_validation_jct": self.judge_scores, "train_seconds": round(self.seconds, 1)}
+                "judge_validation_jct": self.judge_scores, "judge_fitted_on": self.judge,
+                "train_seconds": round(self.seconds, 1)}
 
 
 # What each entry of a validation score is: the training trace as logged, then sped up.
@@ -135,7 +138,12 @@ def avg_jct(result) -> float:
 
 
 def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[Job], hp: Hyper,
-          ablation: Ablation | None = None, log: Callable[[str], None] = print, bar=None) -> TrainReport:
+          ablation: Ablation | None = None, log: Callable[[str], None] = print, bar=None,
+          judge_samples: Sequence[SpeedSample] | None = None) -> TrainReport:
+    """``judge_samples``: speeds logged apart from ``samples`` (other jobs, other runs) on which
+    the promotion gate's judge is fitted. Without them the judge is refitted on ``samples`` with
+    another seed and held-out split: it shares the fitted model's data, so it shares more of its
+    errors (``TrainReport.judge`` says which judge decided)."""
     ablation = ablation or Ablation()
     started = time.time()
     # Small networks and minibatches: extra threads only add overhead (and set once, here, at
@@ -163,7 +171,9 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
     report.candidates = _with_patience(net, teacher, report, fitted, nodes, validation, schema, hp,
                                        proposers=("network", teacher) if ablation.network else (teacher,),
                                        levels=PATIENCE_LEVELS if ablation.holding else (0.0,))
-    report.judge_scores = _judge(net, teacher, report.chosen, fitted, samples, nodes, validation, schema, hp)
+    report.judge = _judge_source(samples, judge_samples)
+    report.judge_scores = _judge(net, teacher, report.chosen, fitted, judge_samples or samples, nodes, validation,
+                                 schema, hp)
     report.deploy, report.patience = report.promotion(hp.promote_margin)
     curve = " ".join(f"{c['validation_jct'] / 3600:.1f}" for c in report.curve if c["validation_jct"] is not None)
     proposer, patience = report.chosen
@@ -203,10 +213,17 @@ def _with_patience(net, teacher: str, report: TrainReport, fitted, nodes, valida
     return out
 
 
+def _judge_source(samples: Sequence[SpeedSample], judge_samples: Sequence[SpeedSample] | None) -> str:
+    if judge_samples:
+        return f"separate samples ({len(judge_samples)})"
+    return f"the training samples ({len(samples)}), other seed and split"
+
+
 def _judge(net: PolicyNet, teacher: str, chosen: tuple[str, float], fitted, samples, nodes,
            validation: list[list[Job]], schema: FeatureSchema, hp: Hyper) -> dict[str, tuple[float, ...]]:
-    """Replay the validation traces under a second speed model fitted from another seed and split.
-    The chosen candidate still holds jobs by the *fitted* model's predictions, as deployed."""
+    """Replay the validation traces under a second speed model fitted on ``samples`` (the judge's
+    own, when there are any) with another seed and split. The chosen candidate still holds jobs
+    by the *fitted* model's predictions, as deployed."""
     judge_net, _ = fit_speed_model(samples, schema, replace(hp, seed=hp.seed + 1))
     judge = LearnedSpeedModel(judge_net, schema)
     return {"chosen": replay(nodes, validation, lambda: deployable(net, schema, *chosen, fitted), judge, hp.seed),
