@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from slurm_advisor.domain import Job
+from slurm_advisor.domain import Job, Resources
 from slurm_advisor.domain.cluster import NodeLayout
 from slurm_advisor.policies.cons_tres import choose_nodes, could_fit
 
@@ -62,10 +62,11 @@ class BackfillPass:
                  window_s: float):
         self.layout, self.now, self.window_s = layout, now, window_s
         self.free = free.copy()
+        c, g, m = self.free.sum(axis=0).tolist() if len(free) else (0, 0, 0)
+        self.total = Resources(c, g, m)  # free on all nodes now: no job needing more can start
         self.ends = ends
         self._release_list: list[tuple[float, np.ndarray, np.ndarray]] | None = None
         self.reservations: list[Reservation] = []
-        self.wake = math.inf  # when a job beyond the window would come inside it
 
     def room_now(self, limit: float) -> tuple[np.ndarray, bool]:
         """Free capacity a job with ``limit`` may use now (reserved nodes zeroed), and whether
@@ -74,6 +75,8 @@ class BackfillPass:
 
     def started(self, end: float, nodes: np.ndarray, amounts: np.ndarray) -> None:
         np.subtract.at(self.free, nodes, amounts)
+        c, g, m = amounts.sum(axis=0).tolist()
+        self.total = self.total - Resources(c, g, m)
         if self._release_list is None:  # copy on first write: the engine's list stays as it is
             self._release_list = list(self.ends.entries)
         self._release_list.insert(bisect.bisect_right(self._release_list, end, key=_end), (end, nodes, amounts))
@@ -94,7 +97,6 @@ class BackfillPass:
                 total += releases[k][2].sum(axis=0)
                 k += 1
             if t > self.now + self.window_s:
-                self.wake = min(self.wake, t - self.window_s)
                 return None
             if t >= not_before and not (total < need).any() and self._place(job, free, t, limit, max_nodes):
                 return t

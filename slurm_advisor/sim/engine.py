@@ -81,7 +81,6 @@ class Simulation:
         self.holds = 0  # decisions to wait for a better placement although the job fitted
         self._dirty = False           # something changed since the last backfill pass
         self._backfill_at = math.inf  # the pending backfill tick
-        self._wake = math.inf         # a job beyond bf_window comes inside it
         #: First planned start of each job, and the first made while it headed the queue
         #: (Slurm's promise: with every job ending by its limit, it starts by then).
         self.planned: dict[str, float] = {}
@@ -119,7 +118,7 @@ class Simulation:
                 self._dirty = True
             if backfill_due:
                 self._backfill_at = math.inf
-                if self._dirty or now >= self._wake or self.config.every_tick:
+                if self._dirty or self.config.every_tick:
                     touched |= self._backfill_pass(now)
             self._plan_backfill(now, ran=backfill_due)
             self._update_speeds(touched, now)
@@ -149,20 +148,39 @@ class Simulation:
         return touched
 
     def _backfill_pass(self, now: float) -> set[str]:
-        self._dirty, self._wake = False, math.inf
+        """Slurm's backfill: jobs in priority order; each starts now if that delays no job ahead
+        of it, else it is planned at its earliest start. A plan matters only to the jobs behind
+        it that could start now, so a job is planned when the first such job comes (or at once
+        with ``eager_plans``): the same starts, without planning a long queue at every pass."""
+        self._dirty = False
         plan = BackfillPass(self.snapshot.layout, self.snapshot.free_array(), self._ends, now,
                             self.config.bf_window_s)
         touched: set[str] = set()
+        unplanned: list[Job] = []
         earliest: dict[tuple, float] = {}  # identical jobs cannot start before each other
         for job in list(self._queue[:self.config.bf_max_job_test]):
+            if not job.total_demand().fits_in(plan.total):
+                unplanned.append(job)  # not enough free in all: cannot start now, whatever the masks
+                continue
             limit = self._limit(job)
             room, masked = plan.room_now(limit)
+            if unplanned and could_fit(room, job):
+                self._plan(plan, unplanned, earliest, now)
+                room, masked = plan.room_now(limit)
             snapshot = self.snapshot.with_free(room) if masked else self.snapshot
             placement = self._try_start(job, snapshot, now)
             if placement is not None:
                 touched |= self._start(job, placement, now)
                 plan.started(now + limit, *self._ends.usage[job.id])
                 continue
+            unplanned.append(job)
+            if self.config.eager_plans:
+                self._plan(plan, unplanned, earliest, now)
+        return touched
+
+    def _plan(self, plan: BackfillPass, unplanned: list[Job], earliest: dict[tuple, float], now: float) -> None:
+        for job in unplanned:
+            limit = self._limit(job)
             key = (job.num_ps, job.num_workers, job.ps_demand, job.worker_demand, limit,
                    self._caps.get(job.id))
             start = plan.reserve(job, limit, key[-1], earliest.get(key, now))
@@ -171,20 +189,15 @@ class Simulation:
                 self.planned.setdefault(job.id, start)
                 if job is self._queue[0]:
                     self.planned_as_head.setdefault(job.id, start)
-        self._wake = plan.wake
-        return touched
+        unplanned.clear()
 
     def _plan_backfill(self, now: float, ran: bool) -> None:
         """Schedule the next backfill tick when there is something for it to do."""
         if not self._queue:
             return
-        if self._dirty or self.config.every_tick:
-            want = now
-        elif self._wake < math.inf:
-            want = max(now, self._wake)
-        else:
+        if not (self._dirty or self.config.every_tick):
             return
-        at = self.config.next_backfill(want)
+        at = self.config.next_backfill(now)
         if ran and at <= now:
             at = self.config.next_backfill(now + self.config.bf_interval_s)
         if at < self._backfill_at:

@@ -13,7 +13,9 @@ Slurm's controller runs two loops (``src/slurmctld/job_scheduler.c`` and
 
 The simulator runs a backfill pass at the first ``bf_interval`` tick after anything changed
 (a pass over an unchanged state starts nothing and plans the same: skipping it is exact, see
-tests/sim/test_scheduling.py, which compares with a pass at every tick).
+tests/sim/test_scheduling.py, which compares with a pass at every tick). A job beyond the
+window gets no plan; when time brings it inside, its plan could only keep jobs behind it from
+starting, and every pass plans afresh, so no pass is needed for that either.
 """
 from __future__ import annotations
 
@@ -42,6 +44,10 @@ class SchedulerConfig:
     #: Run a backfill pass at every tick while jobs wait, changed or not: the plain schedule
     #: that the skip of unchanged passes is tested against (slower, same results).
     every_tick: bool = False
+    #: Plan every waiting job at every backfill pass, as Slurm does. By default a job is planned
+    #: only once a job behind it could start now (the only use of a plan within a pass): the
+    #: same starts, tested against this (a long queue is planned at every pass otherwise).
+    eager_plans: bool = False
 
     def __post_init__(self) -> None:
         if not (self.bf_interval_s >= 0 and math.isfinite(self.bf_interval_s)):

@@ -1,6 +1,4 @@
 """One backfill pass: per-node plans from time limits, reservations that block whole nodes."""
-import math
-
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Resources
@@ -68,12 +66,12 @@ def test_jobs_started_in_the_pass_release_at_their_limit() -> None:
     assert plan.reserve(job(4), 10.0, None, 0.0) == 40.0
 
 
-def test_no_reservation_beyond_the_window_and_a_wake_up_when_it_comes_inside() -> None:
+def test_no_reservation_beyond_the_window() -> None:
     free, ends = running(("a", 5000.0, {0: 2, 1: 2, 2: 2}))
     plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=3600.0)
     assert plan.reserve(job(2), 10.0, None, 0.0) is None and plan.reservations == []
-    assert plan.wake == 5000.0 - 3600.0
-    assert math.isinf(BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, 0.0, 1e9).wake)
+    wide = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
+    assert wide.reserve(job(2), 10.0, None, 0.0) == 5000.0
 
 
 def test_an_identical_earlier_job_bounds_the_search() -> None:
