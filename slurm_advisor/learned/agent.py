@@ -4,6 +4,28 @@ In ``greedy`` mode (deployment) it takes the most likely node. In ``sample`` mod
 it samples, may hand a whole job to a heuristic (job-aware exploration: a job's tasks are
 placed coherently by one rule, not by scattered random moves), and records every decision
 so that the trainer can assign returns afterwards.
+
+Cost per task is a few numpy passes over the nodes (no Python loop over nodes or running
+jobs: the co-located load comes from the cluster's ``LoadIndex``, switch affinity from switch
+ids; see ``node_features``). On clusters above ``FULL_SCORING_MAX_NODES`` nodes, greedy mode
+(deployment) does not push every node through the network for every task:
+
+* the cluster summary (mean of every node's encoding) is computed at a role's first task (PS,
+  then workers) over every node, or, beyond ``SUMMARY_NODES`` (2,048) nodes, over every k-th
+  node in Slurm's order (k = ceil(nodes / 2,048)): a strided sample across every switch.
+  For the role's later tasks only those of its nodes whose features changed are re-encoded,
+  except for rank-only changes (a task moves the other nodes' "rank among the feasible" by
+  about 1/feasible nodes): those keep their previous encoding in the mean;
+* the scoring head sees candidate nodes only, all feasible, with current features: the node
+  Slurm would use for this task, the nodes holding this job's tasks and the feasible nodes on
+  their switches, and the first ``PICK`` (16) feasible nodes in Slurm's order, the ``PICK``
+  fullest and the ``PICK`` emptiest by free GPU share, the first ``PICK`` that hold the rest of
+  the job, and the ``PICK`` with the least co-located load. With at most ``8 * PICK`` feasible
+  nodes, all of them are candidates.
+
+Up to that size (the benchmarks' 16 nodes, training, sample mode at any size) every node is
+scored for every task, as the network was trained; ``tests/learned/test_scaling.py`` checks
+that the selective path makes the same decisions as scoring every node on small clusters.
 """
 from __future__ import annotations
 
@@ -11,11 +33,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Role, TaskAssignment
-from slurm_advisor.learned.features import CPU, GPU, MEM, FeatureSchema, NodeLoad, job_vector
-from slurm_advisor.learned.policy_net import NumpyScorer, PolicyNet
+from slurm_advisor.domain import ClusterSnapshot, Job, Placement, TaskAssignment
+from slurm_advisor.learned.features import FeatureSchema
+from slurm_advisor.learned.node_features import IncrementalState, PlacementState
+from slurm_advisor.learned.policy_net import NumpyScorer, PolicyNet, mlp_forward
 from slurm_advisor.policies.base import Policy
-from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+
+FULL_SCORING_MAX_NODES = 256
+SUMMARY_NODES = 2048
+_PlacementState = PlacementState  # the name the tests know
 
 
 @dataclass
@@ -33,14 +59,18 @@ class LearnedPolicy:
     name = "learned"
 
     def __init__(self, net: PolicyNet, schema: FeatureSchema, *, mode: str = "greedy",
-                 explorers: tuple[Policy, ...] = (), explore_prob: float = 0.0):
+                 explorers: tuple[Policy, ...] = (), explore_prob: float = 0.0,
+                 full_scoring_max_nodes: int = FULL_SCORING_MAX_NODES):
         self.net, self.schema, self.mode = net, schema, mode
+        self.full_scoring_max_nodes = full_scoring_max_nodes
         self.scorer = NumpyScorer(net)
         self.explorers, self.explore_prob = explorers, explore_prob
         self.decisions: list[Decision] | None = [] if mode == "sample" else None
 
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | None:
-        state = _PlacementState(snapshot, job, self.schema)
+        if self.mode == "greedy" and len(snapshot.nodes) > self.full_scoring_max_nodes:
+            return self._place_selectively(snapshot, job)
+        state = PlacementState(snapshot, job, self.schema)
         guide = self._explore(snapshot, job, rng)
         tasks: list[TaskAssignment] = []
         pending: list[Decision] = []
@@ -60,6 +90,22 @@ class LearnedPolicy:
             self.decisions.extend(pending)  # only decisions that produced a placement
         return Placement(job.id, tuple(tasks))
 
+    def _place_selectively(self, snapshot: ClusterSnapshot, job: Job) -> Placement | None:
+        """Greedy placement on a large cluster: candidate nodes only (see the module doc)."""
+        state = IncrementalState(snapshot, job, self.schema)
+        summary = _Summary(self.scorer, len(state.names))
+        tasks: list[TaskAssignment] = []
+        for k, role in enumerate(job.roles()):
+            fresh = role is not state.role or k == 1  # k == 1: "tasks elsewhere" turns on everywhere
+            if role is not state.role:
+                state.begin(role)
+            if not len(state.order):
+                return None
+            action = summary.choose(state, k, state.glob(role, k), fresh)
+            state.take(action, role)
+            tasks.append(TaskAssignment(role, state.names[action]))
+        return Placement(job.id, tuple(tasks))
+
     def _explore(self, snapshot, job, rng) -> Placement | None:
         """A heuristic's whole-job placement to follow, or None: the network decides (also when
         the drawn heuristic finds no placement)."""
@@ -76,80 +122,49 @@ class LearnedPolicy:
 
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
         """Probability of each node for the job's first task."""
-        state = _PlacementState(snapshot, job, self.schema)
+        state = PlacementState(snapshot, job, self.schema)
         nodes, glob, mask = state.features(job.roles()[0], 0)
         probs = _softmax(self.scorer.logits(nodes, glob, mask))
         return {name: round(float(p), 4) for name, p in zip(state.names, probs)}
 
 
-class _PlacementState:
-    """Arrays describing the cluster while one job's tasks are placed (updated per task)."""
+class _Summary:
+    """Greedy choice among candidate nodes on a large cluster (see the module doc): keeps the
+    encodings of the summary's nodes and re-encodes those the state reports changed (other
+    than in rank); candidates are encoded from their current rows."""
 
-    def __init__(self, snapshot: ClusterSnapshot, job: Job, schema: FeatureSchema):
-        self.job, self.schema = job, schema
-        self.names = [n.name for n in snapshot.nodes]
-        self.index = {name: i for i, name in enumerate(self.names)}
-        self.cap = np.array([[n.cpus, n.gpus, n.mem_mb] for n in snapshot.nodes], dtype=np.float64)
-        self.free = np.array([[snapshot.free[n].cpus, snapshot.free[n].gpus, snapshot.free[n].mem_mb]
-                              for n in self.names], dtype=np.float64)
-        load = NodeLoad(snapshot.nodes, snapshot.running)
-        self.others = np.stack([load.others(n) for n in self.names])
-        switches = [n.switch for n in snapshot.nodes]
-        self.same_switch = np.array([[a == b for b in switches] for a in switches], dtype=bool)
-        self.own = np.zeros((len(self.names), 2))  # placed PS, workers of this job per node
-        self.position = np.arange(len(self.names)) / max(1, len(self.names))
-        self.job_vec = job_vector(job, schema)
-        self.remaining = np.array([job.total_demand().cpus, job.total_demand().gpus,
-                                   job.total_demand().mem_mb], dtype=np.float64)
-        cluster_cap = self.cap.sum(0)
-        self.cluster_cap = np.where(cluster_cap > 0, cluster_cap, 1.0)
-        # What Slurm itself would do with this job: the policy sees it and learns when to differ.
-        proposal = SlurmDefaultPolicy().place(snapshot, job)
-        self.hint = [self.index[t.node] for t in proposal.tasks] if proposal else None
+    def __init__(self, scorer: NumpyScorer, n: int):
+        self.scorer = scorer
+        (w1, self.b1), *self.head = scorer.score
+        hidden = w1.shape[1]
+        self.w_node, self.w_rest = w1[:hidden], w1[hidden:]
+        self.stride = -(-n // SUMMARY_NODES)
+        self.nodes = np.arange(0, n, self.stride)  # every node, or every k-th
+        self.rows: np.ndarray | None = None
 
-    def features(self, role: Role, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        d = self.job.demand(role)
-        demand = np.array([d.cpus, d.gpus, d.mem_mb], dtype=np.float64)
-        cap = np.where(self.cap > 0, self.cap, 1.0)
-        mask = (self.free >= demand).all(axis=1)
-        after = np.where(mask[:, None], (self.free - demand) / cap, 0.0)
-        whole = (self.free >= self.remaining).all(axis=1)
-        has_own = self.own.sum(1) > 0
-        hint = np.zeros(len(self.names))
-        if self.hint is not None:
-            hint[self.hint[k]] = 1.0
-        on_switch = (self.same_switch & has_own[None, :]).any(axis=1)
-        elsewhere = has_own.any() & ~has_own
-        nodes = np.column_stack([
-            self.cap[:, 0] / CPU, self.cap[:, 1] / GPU, self.cap[:, 2] / MEM, self.free / cap,
-            after[:, 0], after[:, 1], whole, self.own[:, 0] / max(1, self.job.num_ps),
-            self.own[:, 1] / self.job.num_workers, on_switch, elsewhere, self.position,
-            has_own, *_ranks(mask, self.free[:, 1] / cap[:, 1]), hint, self.others,
-        ]).astype(np.float32)
-        free_share = self.free.sum(0) / self.cluster_cap
-        glob = np.concatenate([self.job_vec, np.array(
-            [float(role is Role.PS), k / self.job.num_tasks, free_share[1], free_share[0]], dtype=np.float32)])
-        return nodes, glob, mask
-
-    def take(self, i: int, role: Role) -> None:
-        d = self.job.demand(role)
-        demand = np.array([d.cpus, d.gpus, d.mem_mb], dtype=np.float64)
-        self.free[i] -= demand
-        self.remaining -= demand
-        self.own[i, 0 if role is Role.PS else 1] += 1
-
-
-def _ranks(mask: np.ndarray, free_gpu_share: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Where each feasible node stands among the feasible ones: first in Slurm's order, and its
-    rank from fullest (0) to emptiest (1). The heuristics' rules become easy to express."""
-    first = np.zeros(len(mask))
-    rank = np.zeros(len(mask))
-    feasible = np.flatnonzero(mask)
-    if len(feasible):
-        first[feasible[0]] = 1.0
-        order = feasible[np.argsort(free_gpu_share[feasible], kind="stable")]
-        rank[order] = np.arange(len(order)) / max(1, len(order) - 1)
-    return first, rank, mask.astype(np.float64)
+    def choose(self, state: IncrementalState, k: int, glob: np.ndarray, fresh: bool) -> int:
+        if fresh or self.rows is None:
+            self.rows = state.rows(self.nodes, k)
+            self.h = self.scorer.encode_nodes(self.rows)
+            self.valid = np.abs(self.rows).sum(1) > 0
+            self.total = (self.h * self.valid[:, None]).sum(0, dtype=np.float64)
+            state.dirty(k)
+        else:
+            changed = state.dirty(k)
+            changed = changed[changed % self.stride == 0]  # those in the summary
+            if len(changed):
+                rows, at = state.rows(changed, k), changed // self.stride
+                new_h = self.scorer.encode_nodes(rows)
+                new_valid = np.abs(rows).sum(1) > 0
+                self.total += ((new_h * new_valid[:, None]).sum(0, dtype=np.float64)
+                               - (self.h[at] * self.valid[at][:, None]).sum(0, dtype=np.float64))
+                self.rows[at], self.h[at], self.valid[at] = rows, new_h, new_valid
+        candidates = state.candidates(k)
+        h = self.scorer.encode_nodes(state.rows(candidates, k))
+        pooled = (self.total / max(1.0, float(self.valid.sum()))).astype(np.float32)
+        base = np.concatenate([pooled, self.scorer.context_of(glob)]) @ self.w_rest + self.b1
+        logits = mlp_forward(np.maximum(h @ self.w_node + base, 0.0), self.head, relu_last=False)[:, 0]
+        return int(candidates[int(np.argmax(logits))])
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:

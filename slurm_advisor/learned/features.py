@@ -148,16 +148,24 @@ class NodeLoad:
 def sample_vector(subject: RunningJob, load: NodeLoad, switch_of: Mapping[str, str | None],
                   schema: FeatureSchema, neighbour_types: Sequence[str]) -> np.ndarray:
     """Job + how it is spread + what shares its nodes: the input of the speed model."""
-    job, per_node = subject.job, subject.placement.role_counts()
+    per_node = subject.placement.role_counts()
     others = np.stack([load.others(n, subject) for n in per_node])
     hist = np.zeros(schema.n_types, dtype=np.float32)
     for t in neighbour_types:
         hist[schema.type_slot(t)] += 0.25
-    return np.concatenate([job_vector(job, schema), _spread_features(job, per_node, switch_of),
+    return placement_vector(subject.job, per_node, len({switch_of.get(n) for n in per_node}), others,
+                            hist, schema)
+
+
+def placement_vector(job: Job, per_node, switches: int, others: np.ndarray, hist: np.ndarray,
+                     schema: FeatureSchema) -> np.ndarray:
+    """``sample_vector`` from its parts: ``per_node`` (``Placement.role_counts``), the number of
+    switches spanned, the other jobs' load on each node [k, 8] and the histogram of their types."""
+    return np.concatenate([job_vector(job, schema), _spread_features(job, per_node, switches),
                            others.max(axis=0), others.mean(axis=0), hist])
 
 
-def _spread_features(job: Job, per_node, switch_of) -> np.ndarray:
+def _spread_features(job: Job, per_node, switches: int) -> np.ndarray:
     g = len(per_node)
     most_workers = max(c[Role.WORKER] for c in per_node.values())
     if job.num_ps:
@@ -165,7 +173,6 @@ def _spread_features(job: Job, per_node, switch_of) -> np.ndarray:
         crossing = 1.0 - local / (job.num_ps * job.num_workers)
     else:
         crossing = 1.0 - most_workers / job.num_workers
-    switches = len({switch_of.get(n) for n in per_node})
     return np.array([math.log(g), float(g > 1), crossing, float(switches - 1),
                      most_workers / job.num_workers, max(c[Role.PS] for c in per_node.values()) / max(1, job.num_ps)],
                     dtype=np.float32)

@@ -24,12 +24,15 @@ a cluster that frees up in minutes as on one that stays full for hours.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
 from slurm_advisor.advisor import SpeedPredictor
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, RunningJob
+from slurm_advisor.learned.load_index import LoadIndex
+from slurm_advisor.policies import cons_tres
 from slurm_advisor.policies.base import Hold, Policy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 
@@ -42,6 +45,8 @@ class PatientPolicy:
         self.inner, self.speed, self.patience = inner, speed, patience
         self.name = inner.name
         self._alone: dict[tuple, tuple[float, int]] = {}
+        self._end_of: dict[int, float] = {}         # id(running job) -> expected end
+        self._pinned: dict[int, RunningJob] = {}
 
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | Hold | None:
         placement = self.inner.place(snapshot, job, rng)
@@ -68,20 +73,73 @@ class PatientPolicy:
             return None  # waiting would not pay even for this job
         return Hold(f"predicted speed on {placement.node_list()} is {share:.0%} of the job's speed "
                     f"alone (patience {self.patience:.0%}); on {fewest} node(s) in about {wait / 60:.0f} min "
-                    f"it would finish sooner: waits for that placement")
+                    f"it would finish sooner: waits for that placement", max_nodes=fewest)
 
     def consolidated_later(self, snapshot: ClusterSnapshot, job: Job, fewest: int) -> tuple[float, float]:
         """How long until running jobs (in order of their expected ends) leave room for the job on
-        ``fewest`` nodes, and its predicted speed there then."""
+        ``fewest`` nodes, and its predicted speed there then.
+
+        "Room" is what the hold's node cap asks of Slurm: slurm-default places the job with
+        ``max_nodes=fewest``. The moment is searched on free-capacity arrays, never by removing
+        running jobs one by one: first the end order is walked in growing chunks (numpy over the
+        ended jobs' nodes) for the first moment at which the ``fewest`` nodes with the most task
+        slots hold every task (a necessary condition), then slurm-default is asked at that
+        moment, at later ones in growing steps, and by bisection in between. Both searches take
+        room to grow as jobs end (free capacity only grows; Slurm's choice nearly always follows)."""
+        running = snapshot.running
+        if not running:
+            return math.inf, 1.0
+        ends = self._ends(snapshot)
+        order = np.argsort(ends, kind="stable")  # stable: ties keep the running order, as sorted() did
+        with LoadIndex.synced(snapshot) as load:
+            entry = load.entry
+            released = _Releases(snapshot.free_array(), lambda pos: entry(running[order[pos]]), len(order))
+            step = released.first(lambda free: _slots_cover(free, job, fewest))
+        if step is None:
+            return math.inf, 1.0  # nothing running frees the room (other allocations hold it)
         slurm = SlurmDefaultPolicy()
-        later = snapshot
-        for end, rj in sorted(((self.expected_end(snapshot, rj), rj) for rj in snapshot.running),
-                              key=lambda pair: pair[0]):
+
+        def placed(at: int) -> Placement | None:
+            with LoadIndex.synced(snapshot):
+                free = released.free_after(at)
+            return slurm.place(snapshot.with_free(free), job, max_nodes=fewest)
+
+        placement, fail, gap = placed(step), step - 1, 1
+        while placement is None:  # gallop: Slurm's own choice needs more room than the slots say
+            fail, step = step, min(len(order) - 1, step + gap)
+            placement, gap = placed(step), 2 * gap
+            if placement is None and step == len(order) - 1:
+                return math.inf, 1.0
+        while step - fail > 1:  # the first success after the last failure
+            mid = (fail + step) // 2
+            found = placed(mid)
+            fail, step, placement = (fail, mid, found) if found is not None else (mid, step, placement)
+        gone = [running[j] for j in order[:step + 1].tolist()]
+        wait = max(0.0, float(ends[order[step]]) - snapshot.time)
+        return wait, self._speed_after(snapshot, job, placement, gone)
+
+    def _speed_after(self, snapshot: ClusterSnapshot, job: Job, placement: Placement,
+                     gone: list[RunningJob]) -> float:
+        if hasattr(self.speed, "predict_after"):
+            return self.speed.predict_after(snapshot, job, placement, gone)
+        later = snapshot  # any other predictor: the snapshot itself, without the ended jobs
+        for rj in gone:
             later = later.without_job(rj.job.id)
-            placement = slurm.place(later, job)
-            if placement is not None and len(placement.nodes()) <= fewest:
-                return max(0.0, end - snapshot.time), self.speed.predict(later, job, placement)
-        return math.inf, 1.0  # nothing running frees the room (other allocations hold it)
+        return self.speed.predict(later, job, placement)
+
+    def _ends(self, snapshot: ClusterSnapshot) -> np.ndarray:
+        """``expected_end`` of every running job, in running order (cached per running job)."""
+        running = snapshot.running
+        ends = np.array(list(map(self._end_of.get, map(id, running), itertools.repeat(math.nan))))
+        for i in np.flatnonzero(np.isnan(ends)).tolist():
+            rj = running[i]
+            ends[i] = self._end_of[id(rj)] = self.expected_end(snapshot, rj)
+            self._pinned[id(rj)] = rj  # keeps the id unique while it is cached
+        if len(self._end_of) > 2 * len(running) + 1024:
+            keep = set(map(id, running))
+            self._end_of = {k: v for k, v in self._end_of.items() if k in keep}
+            self._pinned = {k: v for k, v in self._pinned.items() if k in keep}
+        return ends
 
     def expected_end(self, snapshot: ClusterSnapshot, rj: RunningJob) -> float:
         """When a running job should end: its iterations at its predicted speed alone."""
@@ -101,3 +159,55 @@ class PatientPolicy:
 
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
         return self.inner.score_nodes(snapshot, job)
+
+
+class _Releases:
+    """Free capacity after the first k running jobs (in a given order) have ended, on arrays."""
+
+    def __init__(self, free: np.ndarray, entry_at, count: int):
+        self.free = np.asarray(free, dtype=np.int64)
+        self.entry_at, self.count = entry_at, count  # entry_at(position): that job's contribution
+        self._nodes = self._demand = self._steps = None
+        self._upto = 0  # entries concatenated so far
+
+    def _grow(self, count: int) -> None:
+        """Concatenated (node, demand, step) of the first ``count`` entries, built lazily."""
+        if count <= self._upto:
+            return
+        block = [self.entry_at(p) for p in range(self._upto, count)]
+        nodes = np.concatenate([e.nodes for e in block])
+        demand = np.concatenate([e.rows[:, :3] for e in block])
+        steps = np.repeat(np.arange(self._upto, count), [len(e.nodes) for e in block])
+        if self._nodes is not None:
+            nodes, demand = np.r_[self._nodes, nodes], np.concatenate([self._demand, demand])
+            steps = np.r_[self._steps, steps]
+        self._nodes, self._demand, self._steps, self._upto = nodes, demand, steps, count
+
+    def free_after(self, step: int) -> np.ndarray:
+        """Free capacity once the jobs at positions 0..step have ended."""
+        self._grow(step + 1)
+        upto = int(np.searchsorted(self._steps, step, side="right"))
+        free = self.free.copy()
+        np.add.at(free, self._nodes[:upto], self._demand[:upto])
+        return free
+
+    def first(self, holds) -> int | None:
+        """The first step after which ``holds(free)`` is true (taken to stay true), or None."""
+        count, lo, chunk = self.count, 0, 16
+        while lo < count:
+            hi = min(count - 1, lo + chunk - 1)
+            if holds(self.free_after(hi)):
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    lo, hi = (lo, mid) if holds(self.free_after(mid)) else (mid + 1, hi)
+                return lo
+            lo, chunk = hi + 1, 2 * chunk
+        return None
+
+
+def _slots_cover(free: np.ndarray, job: Job, fewest: int) -> bool:
+    """Whether the ``fewest`` nodes with the most task slots for the job hold all its tasks:
+    necessary for Slurm to place it on that few nodes."""
+    slots = np.minimum(cons_tres.job_slots(free, job), job.num_tasks)
+    top = np.partition(slots, len(slots) - fewest)[len(slots) - fewest:] if len(slots) > fewest else slots
+    return int(top.sum()) >= job.num_tasks

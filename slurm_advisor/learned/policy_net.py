@@ -7,6 +7,7 @@ masked to probability 0. The critic values the same pooled state.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -45,7 +46,6 @@ def layers_of(seq: nn.Sequential) -> list[tuple]:
 
 
 def mlp_forward(x, layers, relu_last: bool):
-    import numpy as np
     for i, (w, b) in enumerate(layers):
         x = x @ w + b
         if i < len(layers) - 1 or relu_last:
@@ -65,12 +65,20 @@ class NumpyScorer:
         self.encode, self.context, self.score = layers_of(net.encode), layers_of(net.context), layers_of(net.score)
 
     def logits(self, nodes, glob, mask):
-        import numpy as np
-        h = mlp_forward(nodes, self.encode, relu_last=True)
+        h = self.encode_nodes(nodes)
         valid = (np.abs(nodes).sum(-1, keepdims=True) > 0)
         pooled = (h * valid).sum(0) / max(1.0, float(valid.sum()))
-        ctx = mlp_forward(glob, self.context, relu_last=True)
-        n = nodes.shape[0]
+        return np.where(mask, self.score_rows(h, pooled, self.context_of(glob)), -1e9)
+
+    def encode_nodes(self, nodes: np.ndarray) -> np.ndarray:
+        """Each node's encoding [N, hidden] (rows are independent: any subset can be re-encoded)."""
+        return mlp_forward(nodes, self.encode, relu_last=True)
+
+    def context_of(self, glob: np.ndarray) -> np.ndarray:
+        return mlp_forward(glob, self.context, relu_last=True)
+
+    def score_rows(self, h: np.ndarray, pooled: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+        """Unmasked logits of the nodes encoded as ``h`` given the cluster summary and context."""
+        n = h.shape[0]
         z = np.concatenate([h, np.broadcast_to(pooled, (n, len(pooled))), np.broadcast_to(ctx, (n, len(ctx)))], axis=1)
-        out = mlp_forward(z, self.score, relu_last=False)[:, 0]
-        return np.where(mask, out, -1e9)
+        return mlp_forward(z, self.score, relu_last=False)[:, 0]

@@ -6,15 +6,16 @@ simulator; wrapped as a SpeedPredictor, it explains the advisor's decisions.
 """
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, RunningJob, SpeedSample
-from slurm_advisor.learned.features import FeatureSchema, NodeLoad, sample_vector
+from slurm_advisor.learned.features import FeatureSchema, NodeLoad, placement_vector, sample_vector
 from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.learned.load_index import LoadIndex, others_rows
 from slurm_advisor.learned.policy_net import layers_of, mlp_forward
 
 
@@ -127,8 +128,34 @@ class LearnedSpeedModel:
         return {rj.job.id: max(1e-9, s) for rj, s in zip(targets, pred)}
 
     def predict(self, snapshot: ClusterSnapshot, job: Job, placement: Placement) -> float:
-        after = snapshot.running + (RunningJob(job, placement, snapshot.time),)
-        return self.speeds(snapshot.nodes, after, {job.id})[job.id]
+        """The speed of ``job`` if it starts on ``placement`` now: O(nodes of the placement)."""
+        return self.predict_after(snapshot, job, placement, ())
+
+    def predict_after(self, snapshot: ClusterSnapshot, job: Job, placement: Placement,
+                      gone: Iterable[RunningJob]) -> float:
+        """As ``predict`` once the running jobs ``gone`` have ended (only those on the placement's
+        nodes matter; the snapshot's free capacity is not read)."""
+        x = self.placement_features(snapshot, job, placement, gone)
+        log_speed = float(np.clip(mlp_forward(x[None], self._layers, relu_last=False)[0, 0], self._lo, self._hi))
+        return max(1e-9, float(np.exp(log_speed)))
+
+    def placement_features(self, snapshot: ClusterSnapshot, job: Job, placement: Placement,
+                           gone: Iterable[RunningJob] = ()) -> np.ndarray:
+        """The features ``speeds`` computes for ``job`` on ``placement`` among the snapshot's
+        running jobs (less ``gone``), from the cluster's LoadIndex: no pass over running jobs."""
+        layout = snapshot.layout
+        per_node = placement.role_counts()
+        idx = np.fromiter((layout.index[n] for n in per_node), dtype=np.int64, count=len(per_node))
+        with LoadIndex.synced(snapshot) as load:
+            sums, type_counts = load.local(idx, gone)
+            types = load.types
+        hist = np.zeros(self.schema.n_types, dtype=np.float32)
+        counts = type_counts.sum(0)
+        for col in np.flatnonzero(counts).tolist():
+            hist[self.schema.type_slot(types[col])] += np.float32(0.25 * counts[col])
+        others = others_rows(sums, layout.capacity[idx])
+        switches = len(np.unique(layout.switch_id[idx]))
+        return placement_vector(job, per_node, switches, others, hist, self.schema)
 
     def mape(self, samples: Sequence[SpeedSample]) -> float:
         x = torch.tensor(np.stack([sample_features(s, self.schema) for s in samples]))

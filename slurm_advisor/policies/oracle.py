@@ -15,7 +15,7 @@ from slurm_advisor.policies.random_fit import RandomPolicy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.policies.spread import SpreadPolicy
 from slurm_advisor.policies.tetris import TetrisPolicy
-from slurm_advisor.speedmodels.base import ColocationIndex, SpeedModel
+from slurm_advisor.speedmodels.base import SpeedModel
 from slurm_advisor.speedmodels.isolated import IsolatedSpeeds
 
 
@@ -44,14 +44,27 @@ class OraclePolicy:
             yield rand.place(snapshot, job, rng)
 
     def gain(self, snapshot: ClusterSnapshot, job: Job, placement: Placement) -> float:
-        if self._isolated is None or self._isolated.empty.nodes != snapshot.nodes:
+        if self._isolated is None or (self._isolated.empty.layout is not snapshot.layout
+                                      and self._isolated.empty.nodes != snapshot.nodes):
             self._isolated = IsolatedSpeeds(self.truth, snapshot.nodes)
-        after = snapshot.running + (RunningJob(job, placement, snapshot.time),)
-        touched = ColocationIndex(after).neighbours(after[-1])
-        before = self.truth.speeds(snapshot.nodes, snapshot.running, touched) if touched else {}
-        now = self.truth.speeds(snapshot.nodes, after, touched | {job.id})
+        new = RunningJob(job, placement, snapshot.time)
+        touched = _jobs_on(snapshot, placement.nodes())
+        if self.truth.local:  # the touched jobs' speeds depend only on the jobs on their nodes
+            context = dict(touched)
+            for rj in touched.values():
+                context.update(_jobs_on(snapshot, rj.placement.nodes()))
+            running = [context[j] for j in sorted(context)]
+        else:
+            running = list(snapshot.running)
+        before = self.truth.speeds(snapshot.nodes, running, set(touched)) if touched else {}
+        now = self.truth.speeds(snapshot.nodes, [*running, new], set(touched) | {job.id})
         harm = sum(1.0 - now[j] / before[j] for j in sorted(touched))  # sorted: float sums must not follow hash order
         return now[job.id] / self._isolated(job) - harm
 
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
         return {n.name: 0.0 for n in snapshot.nodes}
+
+
+def _jobs_on(snapshot: ClusterSnapshot, nodes) -> dict[str, RunningJob]:
+    """Running jobs with a task on any of ``nodes``, by id (the snapshot's per-node index)."""
+    return {rj.job.id: rj for node in nodes for rj in snapshot.jobs_on(node)}
