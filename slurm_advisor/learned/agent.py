@@ -140,27 +140,31 @@ class _Summary:
         self.w_node, self.w_rest = w1[:hidden], w1[hidden:]
         self.stride = -(-n // SUMMARY_NODES)
         self.nodes = np.arange(0, n, self.stride)  # every node, or every k-th
-        self.rows: np.ndarray | None = None
+        self.h: np.ndarray | None = None
 
     def choose(self, state: IncrementalState, k: int, glob: np.ndarray, fresh: bool) -> int:
-        if fresh or self.rows is None:
-            self.rows = state.rows(self.nodes, k)
-            self.h = self.scorer.encode_nodes(self.rows)
-            self.valid = np.abs(self.rows).sum(1) > 0
+        if fresh or self.h is None:
+            rows = state.rows(self.nodes, k)
+            self.h = self.scorer.encode_nodes(rows)
+            self.valid = np.abs(rows).sum(1) > 0
             self.total = (self.h * self.valid[:, None]).sum(0, dtype=np.float64)
             state.dirty(k)
+            changed = np.zeros(0, dtype=np.int64)
         else:
             changed = state.dirty(k)
             changed = changed[changed % self.stride == 0]  # those in the summary
-            if len(changed):
-                rows, at = state.rows(changed, k), changed // self.stride
-                new_h = self.scorer.encode_nodes(rows)
-                new_valid = np.abs(rows).sum(1) > 0
-                self.total += ((new_h * new_valid[:, None]).sum(0, dtype=np.float64)
-                               - (self.h[at] * self.valid[at][:, None]).sum(0, dtype=np.float64))
-                self.rows[at], self.h[at], self.valid[at] = rows, new_h, new_valid
         candidates = state.candidates(k)
-        h = self.scorer.encode_nodes(state.rows(candidates, k))
+        # One pass for the summary's changed nodes and the candidates (encoded from current rows).
+        both = np.concatenate([changed, candidates]) if len(changed) else candidates
+        rows = state.rows(both, k)
+        h = self.scorer.encode_nodes(rows)
+        if len(changed):
+            m, at = len(changed), changed // self.stride
+            new_valid = np.abs(rows[:m]).sum(1) > 0
+            self.total += ((h[:m] * new_valid[:, None]).sum(0, dtype=np.float64)
+                           - (self.h[at] * self.valid[at][:, None]).sum(0, dtype=np.float64))
+            self.h[at], self.valid[at] = h[:m], new_valid
+            h = h[m:]
         pooled = (self.total / max(1.0, float(self.valid.sum()))).astype(np.float32)
         base = np.concatenate([pooled, self.scorer.context_of(glob)]) @ self.w_rest + self.b1
         logits = mlp_forward(np.maximum(h @ self.w_node + base, 0.0), self.head, relu_last=False)[:, 0]

@@ -15,6 +15,8 @@ features, whatever was synced before. Results equal the float sums of ``NodeLoad
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 import threading
 import weakref
 from collections.abc import Iterable, Iterator
@@ -61,6 +63,7 @@ class LoadIndex:
         self._type_col: dict[str, int] = {}
         self._jobs: dict[int, tuple[RunningJob, _Entry]] = {}  # id(rj) -> (rj, entry); keeps rj alive
         self._others: np.ndarray | None = None
+        self._last: tuple[RunningJob, ...] | None = None  # the running tuple last synced
         self.lock = threading.RLock()
 
     @classmethod
@@ -79,22 +82,34 @@ class LoadIndex:
 
     def sync(self, running: tuple[RunningJob, ...]) -> None:
         with self.lock:
-            held = self._jobs
-            ids = set(map(id, running))
-            if len(ids) == len(held) and ids == held.keys():
+            if running is self._last:  # the same snapshot's tuple (kept alive by _last)
                 return
-            new = ids - held.keys()
-            for key in held.keys() - ids:
-                self._apply(held.pop(key)[1], -1)
-            # Started jobs are usually the newest: look for them from the end.
-            for rj in reversed(running):
-                if not new:
-                    break
-                if id(rj) in new:
-                    entry = self._entry(rj)
-                    held[id(rj)] = (rj, entry)
-                    self._apply(entry, +1)
-                    new.discard(id(rj))
+            gone, new = self._difference(running)
+            self._last = running
+            held = self._jobs
+            for rj in gone:
+                self._apply(held.pop(id(rj))[1], -1)
+            for rj in new:
+                entry = self._entry(rj)
+                held[id(rj)] = (rj, entry)
+                self._apply(entry, +1)
+
+    def _difference(self, running: tuple[RunningJob, ...]) -> tuple[list[RunningJob], list[RunningJob]]:
+        """(jobs held but not running, running jobs not held). Snapshots keep running jobs in
+        the order they started, so the next snapshot is usually the last one with a few jobs
+        gone from within it and a few new at its end: found by C-level identity scans; anything
+        else by set difference (both O(running) in C, no Python loop over running jobs)."""
+        prev, held = self._last, self._jobs
+        if prev is not None:
+            p = _common(running, prev, 0, 0)
+            for skip in range(4):  # up to 3 consecutive jobs gone after the common start
+                q = _common(running, prev, p, p + skip)
+                if p + skip + q == len(prev):
+                    return list(prev[p:p + skip]), list(running[p + q:])
+        ids = set(map(id, running))
+        gone = [held[key][0] for key in held.keys() - ids]
+        new_ids = ids - held.keys()
+        return gone, [rj for rj in running if id(rj) in new_ids] if new_ids else []
 
     def _entry(self, rj: RunningJob) -> _Entry:
         job, index = rj.job, self.layout.index
@@ -151,6 +166,12 @@ class LoadIndex:
     def entry(self, rj: RunningJob) -> _Entry:
         """The contribution of a running job of the synced snapshot."""
         return self._jobs[id(rj)][1]
+
+
+def _common(a: tuple, b: tuple, i: int, j: int) -> int:
+    """How many items a[i:] and b[j:] have in common (the same objects) from their start."""
+    differs = map(operator.is_not, itertools.islice(a, i, None), itertools.islice(b, j, None))
+    return next(itertools.compress(itertools.count(), differs), max(0, min(len(a) - i, len(b) - j)))
 
 
 def others_rows(sums: np.ndarray, capacity: np.ndarray) -> np.ndarray:

@@ -63,6 +63,8 @@ class PlacementState:
         self.names, self.index = static.names, snapshot.layout.index
         self.cap = static.cap
         self.free = snapshot.free_array().astype(np.float64)
+        self.free_total = self.free.sum(0)
+        self._demands: dict[Role, np.ndarray] = {}
         with LoadIndex.synced(snapshot) as load:
             self.others = load.others().copy()  # the index changes it in place on its next sync
         self.own = np.zeros((len(self.names), 2))  # placed PS, workers of this job per node
@@ -76,8 +78,11 @@ class PlacementState:
         self.hint = [self.index[t.node] for t in proposal.tasks] if proposal else None
 
     def demand(self, role: Role) -> np.ndarray:
-        d = self.job.demand(role)
-        return np.array([d.cpus, d.gpus, d.mem_mb], dtype=np.float64)
+        demand = self._demands.get(role)
+        if demand is None:
+            d = self.job.demand(role)
+            demand = self._demands[role] = np.array([d.cpus, d.gpus, d.mem_mb], dtype=np.float64)
+        return demand
 
     def features(self, role: Role, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         demand = self.demand(role)
@@ -101,13 +106,14 @@ class PlacementState:
         return nodes, self.glob(role, k), mask
 
     def glob(self, role: Role, k: int) -> np.ndarray:
-        free_share = self.free.sum(0) / self.static.cluster_cap
+        free_share = self.free_total / self.static.cluster_cap
         return np.concatenate([self.job_vec, np.array(
             [float(role is Role.PS), k / self.job.num_tasks, free_share[1], free_share[0]], dtype=np.float32)])
 
     def take(self, i: int, role: Role) -> None:
         demand = self.demand(role)
         self.free[i] -= demand
+        self.free_total -= demand
         self.remaining -= demand
         self.own[i, 0 if role is Role.PS else 1] += 1
         self.has_own[i] = True
@@ -121,6 +127,8 @@ class IncrementalState(PlacementState):
     def __init__(self, snapshot: ClusterSnapshot, job: Job, schema: FeatureSchema):
         super().__init__(snapshot, job, schema)
         self.role: Role | None = None
+        self.near: list[np.ndarray] = []  # the nodes of each switch holding a task of the job
+        self.any_own = False
         self.share = self.free[:, 1] / self.static.cap_safe[:, 1]
 
     def begin(self, role: Role) -> None:
@@ -130,6 +138,7 @@ class IncrementalState(PlacementState):
         feasible = np.flatnonzero(self.mask)
         self.order = feasible[np.argsort(self.share[feasible], kind="stable")]
         self.sorted_share = self.share[self.order]
+        self.first = -1
         self._positions()
         self.whole = (self.free >= self.remaining).all(axis=1)
         self._dirty: list[np.ndarray] = []
@@ -143,7 +152,8 @@ class IncrementalState(PlacementState):
         if not hasattr(self, "position_of"):
             self.position_of = np.zeros(len(self.names), dtype=np.int64)  # read where feasible only
         self.position_of[self.order] = np.arange(len(self.order))
-        self.first = int(self.order.min()) if len(self.order) else -1
+        if self.first < 0 or not self.mask[self.first]:  # the first feasible node in Slurm's order
+            self.first = int(np.argmax(self.mask)) if len(self.order) else -1
 
     def rows(self, idx: np.ndarray, k: int) -> np.ndarray:
         """The rows ``PlacementState.features`` gives nodes ``idx`` for task ``k``."""
@@ -156,7 +166,7 @@ class IncrementalState(PlacementState):
         return np.column_stack([
             st.scaled_cap[idx], free / cap, after[:, 0], after[:, 1], self.whole[idx],
             self.own[idx, 0] / max(1, self.job.num_ps), self.own[idx, 1] / self.job.num_workers,
-            self.switch_has_own[st.switch_id[idx]], self.has_own.any() & ~has_own, st.position[idx],
+            self.switch_has_own[st.switch_id[idx]], self.any_own & ~has_own, st.position[idx],
             has_own, idx == self.first, rank, mask, hint, self.others[idx],
         ]).astype(np.float32)
 
@@ -172,12 +182,18 @@ class IncrementalState(PlacementState):
         new_switch = not self.switch_has_own[self.static.switch_id[i]]
         first = self.first
         super().take(i, role)
+        self.any_own = True
         self.share[i] = self.free[i, 1] / self.static.cap_safe[i, 1]
         whole = (self.free >= self.remaining).all(axis=1)
         self._dirty += [np.array([i, first]), np.flatnonzero(whole != self.whole)]
         self.whole = whole
+        sid = self.static.switch_id[i]
         if new_switch:
-            self._dirty.append(self.static.switch_members[self.static.switch_id[i]])
+            self._dirty.append(self.static.switch_members[sid])
+        if new_switch and sid:
+            self.near.append(self.static.switch_members[sid])
+        elif not sid:  # nodes on no switch: "the same switch" is every such node; keep to its own
+            self.near.append(np.array([i]))
         self._reorder(i)
         self._dirty.append(np.array([self.first]))
 
@@ -202,9 +218,9 @@ class IncrementalState(PlacementState):
             return np.sort(order)
         feasible = np.flatnonzero(mask)
         whole = self.whole & mask
-        near = (self.has_own | self.switch_has_own[self.static.switch_id]) & mask
+        near = [m[mask[m]] for m in self.near]  # feasible nodes on the switches holding the job's tasks
         picks = [feasible[:PICK], order[:PICK], order[-PICK:], np.flatnonzero(whole)[:PICK],
-                 self.least_loaded[mask[self.least_loaded]][:PICK], np.flatnonzero(near)]
+                 self.least_loaded[mask[self.least_loaded]][:PICK], *near]
         if self.hint is not None and mask[self.hint[k]]:
             picks.append(np.array([self.hint[k]]))
         return np.unique(np.concatenate(picks))

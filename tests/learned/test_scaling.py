@@ -31,7 +31,9 @@ SCHEMA = CKPT.schema
 
 
 def nodes_on_switches(n: int, per_switch: int) -> tuple[Node, ...]:
-    return tuple(Node(f"g{i:03d}", 48, 8, 384_000, f"s{i // per_switch}") for i in range(n))
+    """``n`` nodes shaped as the benchmark's, ``per_switch`` to a switch (0: no switches)."""
+    return tuple(Node(f"g{i:03d}", 48, 8, 384_000, f"s{i // per_switch}" if per_switch else None)
+                 for i in range(n))
 
 
 def stream(n: int, seed: int):
@@ -149,7 +151,7 @@ def test_decisions_on_the_benchmark_cluster_equal_the_reference(which, random_ne
             assert got == expected, job
 
 
-@pytest.mark.parametrize("n, per_switch", [(16, 8), (48, 16), (96, 32)])
+@pytest.mark.parametrize("n, per_switch", [(16, 8), (48, 16), (96, 32), (64, 0)])
 def test_candidate_preselection_decides_as_scoring_every_node(n, per_switch) -> None:
     """The large-cluster path (forced here) picks what scoring every node picks."""
     nodes = nodes_on_switches(n, per_switch)
@@ -225,3 +227,26 @@ def test_the_wait_for_a_consolidated_placement_equals_removing_jobs_one_by_one(s
         assert wait == pytest.approx(ref_wait) and later == pytest.approx(ref_later, rel=1e-5), job
         checked += wait > 0
     assert checked  # some jobs had to wait
+
+
+def test_load_index_follows_any_sequence_of_snapshots() -> None:
+    """Starts, ends (first, middle, last, several at once) and jumps between unrelated states."""
+    nodes = nodes_on_switches(32, 16)
+    rng = np.random.default_rng(0)
+    snap, jobs = loaded(nodes, 1), iter(stream(400, 77))
+    states = []
+    for step in range(60):
+        if step % 3 and snap.running:
+            for _ in range(int(rng.integers(1, 5))):
+                if snap.running:
+                    snap = snap.without_job(snap.running[int(rng.integers(len(snap.running)))].job.id)
+        job = next(jobs)
+        placement = SlurmDefaultPolicy().place(snap, job)
+        if placement is not None:
+            snap = snap.with_job(job, placement)
+        states.append(snap)
+    for snap in [*states, *reversed(states), states[5], states[40], loaded(nodes, 2)]:
+        with LoadIndex.synced(snap) as load:
+            got = load.others().copy()
+        expected = np.stack([NodeLoad(nodes, snap.running).others(n.name) for n in nodes])
+        np.testing.assert_allclose(got, expected, atol=1e-6)
