@@ -9,18 +9,19 @@ place it on the nodes free then and not reserved during its window, found by ste
 the planned ends. A reservation blocks its nodes *whole* for lower-priority jobs during its
 window (``_add_reservation`` clears them from the node-space bitmap), and no reservation is
 made beyond ``bf_window``. So a started job never delays the planned start of a job ahead.
+The overlap test is inclusive at the job's end, as Slurm's (``begin_time <= end_time``): a job
+whose limit ends exactly when a reservation begins does not backfill on its nodes.
 """
 from __future__ import annotations
 
 import bisect
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from slurm_advisor.domain import Job, Resources
 from slurm_advisor.domain.cluster import NodeLayout
-from slurm_advisor.policies.cons_tres import choose_nodes, could_fit
+from slurm_advisor.policies.cons_tres import choose_nodes
 
 
 @dataclass
@@ -46,6 +47,30 @@ class RunningEnds:
         del self.usage[job_id]
 
 
+# Candidate-by-node cells tested at once (bounds memory at 10,000 nodes: 20 candidates a chunk).
+_CELLS = 200_000
+
+
+def _fits_each(stacked: np.ndarray, blocked: np.ndarray | None, job: Job) -> np.ndarray:
+    """Per candidate: could each role's tasks fit the unreserved nodes at all (could_fit)?"""
+    ok = np.ones(len(stacked), dtype=bool)
+    for demand, count in ((job.ps_demand, job.num_ps), (job.worker_demand, job.num_workers)):
+        if not count:
+            continue
+        slots = None
+        for r, need in enumerate((demand.cpus, demand.gpus, demand.mem_mb)):
+            if need > 0:
+                s = stacked[:, :, r] // need
+                slots = s if slots is None else np.minimum(slots, s)
+        if slots is None:
+            continue
+        slots = np.clip(slots, 0, count)
+        if blocked is not None:
+            slots[blocked] = 0
+        ok &= slots.sum(axis=1) >= count
+    return ok
+
+
 def _end(entry: tuple[float, np.ndarray, np.ndarray]) -> float:
     return entry[0]
 
@@ -67,6 +92,9 @@ class BackfillPass:
         self.ends = ends
         self._release_list: list[tuple[float, np.ndarray, np.ndarray]] | None = None
         self.reservations: list[Reservation] = []
+        self._times: np.ndarray | None = None   # candidate starts (cached until they change)
+        self._entries: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._matrix: np.ndarray | None = None  # reservations x nodes, 1 where reserved
 
     def room_now(self, limit: float) -> tuple[np.ndarray, bool]:
         """Free capacity a job with ``limit`` may use now (reserved nodes zeroed), and whether
@@ -80,47 +108,82 @@ class BackfillPass:
         if self._release_list is None:  # copy on first write: the engine's list stays as it is
             self._release_list = list(self.ends.entries)
         self._release_list.insert(bisect.bisect_right(self._release_list, end, key=_end), (end, nodes, amounts))
+        self._times = None
 
     def reserve(self, job: Job, limit: float, max_nodes: int | None, not_before: float) -> float | None:
         """Plan ``job`` at its earliest start (not before ``not_before``, an earlier identical
-        job's start: it can only be later); returns that start or None beyond the window."""
-        d = job.total_demand()
-        need = np.array([d.cpus, d.gpus, d.mem_mb])
-        free = self.free.copy()
-        total = free.sum(axis=0)
-        releases = self._releases()
-        res_ends = sorted(r.end for r in self.reservations if r.end > self.now)
-        k, t = 0, self.now
-        while True:
-            while k < len(releases) and releases[k][0] <= t:
-                np.add.at(free, releases[k][1], releases[k][2])
-                total += releases[k][2].sum(axis=0)
-                k += 1
-            if t > self.now + self.window_s:
-                return None
-            if t >= not_before and not (total < need).any() and self._place(job, free, t, limit, max_nodes):
-                return t
-            t = min(releases[k][0] if k < len(releases) else math.inf,
-                    next((e for e in res_ends if e > t), math.inf))
-            if t == math.inf:
-                return None  # cannot happen for an admissible job: everything ends eventually
+        job's start: it can only be later); returns that start or None beyond the window.
 
-    def _place(self, job: Job, free: np.ndarray, t: float, limit: float, max_nodes: int | None) -> bool:
-        room, _ = self._masked(free, t, t + limit)
-        if job.num_ps and not could_fit(room, job):  # choose_nodes checks a worker-only job itself
-            return False
-        taken = choose_nodes(self.layout, room, job, max_nodes=max_nodes)
-        if taken is None:
-            return False
-        self.reservations.append(Reservation(t, t + limit, np.array(sorted(i for i, _ in taken))))
-        return True
+        The candidate starts are now and every planned end and reservation end; they are tested
+        a chunk at a time as arrays (free capacity at each candidate, reserved nodes masked,
+        each role's slots counted), and cons_tres is asked only where the counts say it fits."""
+        times, rows, cols, vals = self._timeline()
+        horizon = self.now + self.window_s
+        chunk = max(1, _CELLS // max(1, len(self.free)))
+        free = self.free
+        for lo in range(0, len(times), chunk):
+            t = times[lo:lo + chunk]
+            deltas = np.zeros((len(t), len(free), 3), dtype=np.int64)
+            a, b = np.searchsorted(rows, [lo, lo + len(t)])
+            np.add.at(deltas, (rows[a:b] - lo, cols[a:b]), vals[a:b])
+            stacked = free + np.cumsum(deltas, axis=0)  # free at each candidate
+            blocked = self._blocked(t, t + limit)
+            for c in np.flatnonzero((t >= not_before) & (t <= horizon) & _fits_each(stacked, blocked, job)):
+                room = np.where(blocked[c][:, None], 0, stacked[c]) if blocked is not None else stacked[c]
+                taken = choose_nodes(self.layout, room, job, max_nodes=max_nodes)
+                if taken is not None:
+                    self._add(float(t[c]), float(t[c]) + limit, np.array(sorted(i for i, _ in taken)))
+                    return float(t[c])
+            if t[-1] > horizon:
+                return None
+            free = stacked[-1]
+        return None  # cannot happen for an admissible job: everything ends eventually
+
+    def _timeline(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Candidate starts, and what running jobs release at each, as (candidate, node, amount)
+        entries sorted by candidate."""
+        if self._times is None:
+            releases = self._releases()
+            ends = np.array([e[0] for e in releases], dtype=float)
+            res_ends = np.array([r.end for r in self.reservations], dtype=float)
+            times = np.unique(np.concatenate(([self.now], ends[ends > self.now], res_ends)))
+            if releases:
+                at = np.searchsorted(times, np.maximum(ends, self.now))  # released by that candidate
+                rows = np.repeat(at, [len(e[1]) for e in releases])
+                cols = np.concatenate([e[1] for e in releases])
+                vals = np.concatenate([e[2] for e in releases])
+            else:
+                rows, cols, vals = (np.zeros(0, dtype=np.int64),) * 2 + (np.zeros((0, 3), dtype=np.int64),)
+            self._times, self._entries = times, (rows, cols, vals)
+        return (self._times, *self._entries)
+
+    def _blocked(self, t0: np.ndarray, t1: np.ndarray) -> np.ndarray | None:
+        """Per candidate, the nodes reserved during [t0, t1) (None: nothing reserved)."""
+        if not self.reservations:
+            return None
+        starts = np.array([r.start for r in self.reservations])
+        ends = np.array([r.end for r in self.reservations])
+        overlap = (starts[None, :] <= t1[:, None]) & (ends[None, :] > t0[:, None])
+        return (overlap.astype(np.float32) @ self._reserved_matrix()) > 0
+
+    def _reserved_matrix(self) -> np.ndarray:
+        if self._matrix is None or len(self._matrix) != len(self.reservations):
+            m = np.zeros((len(self.reservations), len(self.free)), dtype=np.float32)
+            for i, r in enumerate(self.reservations):
+                m[i, r.nodes] = 1
+            self._matrix = m
+        return self._matrix
+
+    def _add(self, start: float, end: float, nodes: np.ndarray) -> None:
+        self.reservations.append(Reservation(start, end, nodes))
+        self._times = None  # its end is a new candidate start for the jobs behind it
 
     def _releases(self) -> list[tuple[float, np.ndarray, np.ndarray]]:
         """What running jobs (and those started in this pass) free, by planned end."""
         return self.ends.entries if self._release_list is None else self._release_list
 
     def _masked(self, free: np.ndarray, t0: float, t1: float) -> tuple[np.ndarray, bool]:
-        blocked = [r.nodes for r in self.reservations if r.start < t1 and r.end > t0]
+        blocked = [r.nodes for r in self.reservations if r.start <= t1 and r.end > t0]
         if not blocked:
             return free, False
         room = free.copy()

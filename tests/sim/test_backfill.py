@@ -46,9 +46,9 @@ def test_a_reservation_blocks_its_nodes_whole_during_its_window() -> None:
     free, ends = running(("a", 100.0, {0: 2, 1: 1}))
     plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
     assert plan.reserve(job(4), 50.0, None, 0.0) == 100.0     # n1 + n2 from 100 to 150
-    room, masked = plan.room_now(100.0)                     # a job ending at 100 may use them
+    room, masked = plan.room_now(99.5)                      # a job ending before 100 may use them
     assert not masked and room[:, 1].tolist() == [0, 1, 2]
-    room, masked = plan.room_now(100.5)                     # one ending later may not
+    room, masked = plan.room_now(100.0)                     # one ending at 100 may not (Slurm: <=)
     assert masked and room[:, 1].tolist() == [0, 0, 2]
 
 
