@@ -157,7 +157,7 @@ def main(argv=None) -> int:
                                     "seconds": round(time.time() - started, 1)}
             # Baselines and the learned policy only: the ablations are in the table.
             curves = {k: v for k, v in res.results.items() if k not in (ablations or {})}
-            plot_jct_cdf(curves, args.out.with_name(f"cdf-{tname}-{wname}.png"), title=key)
+            plot_jct_cdf(curves, args.out.with_name(f"{args.out.stem}-cdf-{tname}-{wname}.png"), title=key)
             print_setting(key, out["settings"][key])
             args.out.write_text(json.dumps(out, indent=2))
     return 0
