@@ -11,8 +11,8 @@ ids; see ``node_features``). On clusters above ``FULL_SCORING_MAX_NODES`` nodes,
 (deployment) does not push every node through the network for every task:
 
 * the cluster summary (mean of every node's encoding) is computed at a role's first task (PS,
-  then workers) over every node, or, beyond ``SUMMARY_NODES`` (2,048) nodes, over every k-th
-  node in Slurm's order (k = ceil(nodes / 2,048)): a strided sample across every switch.
+  then workers) over every node, or, beyond ``SUMMARY_NODES`` (512) nodes, over every k-th
+  node in Slurm's order (k = ceil(nodes / 512)): a strided sample across every switch.
   For the role's later tasks only those of its nodes whose features changed are re-encoded,
   except for rank-only changes (a task moves the other nodes' "rank among the feasible" by
   about 1/feasible nodes): those keep their previous encoding in the mean;
@@ -40,7 +40,7 @@ from slurm_advisor.learned.policy_net import NumpyScorer, PolicyNet, mlp_forward
 from slurm_advisor.policies.base import Policy
 
 FULL_SCORING_MAX_NODES = 256
-SUMMARY_NODES = 2048
+SUMMARY_NODES = 512
 _PlacementState = PlacementState  # the name the tests know
 
 

@@ -169,6 +169,7 @@ class _Releases:
         self.entry_at, self.count = entry_at, count  # entry_at(position): that job's contribution
         self._nodes = self._demand = self._steps = None
         self._upto = 0  # entries concatenated so far
+        self._base, self._base_free = 0, self.free  # free capacity once positions < _base ended
 
     def _grow(self, count: int) -> None:
         """Concatenated (node, demand, step) of the first ``count`` entries, built lazily."""
@@ -184,12 +185,18 @@ class _Releases:
         self._nodes, self._demand, self._steps, self._upto = nodes, demand, steps, count
 
     def free_after(self, step: int) -> np.ndarray:
-        """Free capacity once the jobs at positions 0..step have ended."""
+        """Free capacity once the jobs at positions 0..step have ended (from the last checkpoint
+        at or before it: a search forward adds only the entries it passes)."""
         self._grow(step + 1)
+        base, free = (self._base, self._base_free) if step + 1 >= self._base else (0, self.free)
+        start = int(np.searchsorted(self._steps, base, side="left"))
         upto = int(np.searchsorted(self._steps, step, side="right"))
-        free = self.free.copy()
-        np.add.at(free, self._nodes[:upto], self._demand[:upto])
+        free = free.copy()
+        np.add.at(free, self._nodes[start:upto], self._demand[start:upto])
         return free
+
+    def _advance(self, position: int) -> None:
+        self._base_free, self._base = self.free_after(position - 1), position
 
     def first(self, holds) -> int | None:
         """The first step after which ``holds(free)`` is true (taken to stay true), or None."""
@@ -201,6 +208,7 @@ class _Releases:
                     mid = (lo + hi) // 2
                     lo, hi = (lo, mid) if holds(self.free_after(mid)) else (mid + 1, hi)
                 return lo
+            self._advance(hi + 1)
             lo, chunk = hi + 1, 2 * chunk
         return None
 
