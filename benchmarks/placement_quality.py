@@ -33,9 +33,11 @@ from pathlib import Path
 import numpy as np
 from report import over_traces
 
+from slurm_advisor.domain import ClusterSnapshot
 from slurm_advisor.learned.experiment import evaluate, run_experiment
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.train import Ablation
+from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.converters.philly import philly_jobs
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
@@ -54,15 +56,27 @@ OFFERED_LOAD = 0.6
 TEST_TRACES = 3
 
 
-def workloads(quick: bool) -> dict:
-    """Raw (train, judge, [test, ...]) traces; arrival times are scaled to OFFERED_LOAD per ground truth."""
+def workloads(quick: bool, nodes) -> dict:
+    """Raw (train, judge, [test, ...]) traces; arrival times are scaled to OFFERED_LOAD per ground truth.
+    Philly jobs that could not run even on the empty cluster (the simulator would skip them) are
+    left out before sampling, so that every trace has its n jobs."""
     n = 120 if quick else 300
     tests = 2 if quick else TEST_TRACES
     day = 86400
     philly = SHARED / "philly" / "philly_jobs.csv.gz"
 
     def philly_window(first_day: int, days: int) -> list:
-        return _evenly(philly_jobs(philly, start_s=first_day * day, duration_s=days * day, seed=1), n)
+        jobs = philly_jobs(philly, start_s=first_day * day, duration_s=days * day, seed=1)
+        return _evenly([j for j in jobs if fits_cluster(j)], n)
+
+    empty = ClusterSnapshot.empty(tuple(nodes))
+    fits = {}
+
+    def fits_cluster(job) -> bool:
+        key = (job.num_ps, job.num_workers, job.ps_demand, job.worker_demand)
+        if key not in fits:
+            fits[key] = SlurmDefaultPolicy().place(empty, job) is not None
+        return fits[key]
 
     return {
         # Philly arrivals and sizes (mostly 1-GPU jobs; the data span 108.9 days).
@@ -127,7 +141,7 @@ def main(argv=None) -> int:
     if only and args.out.exists():  # a partial run updates the settings it ran
         out["settings"] = json.loads(args.out.read_text()).get("settings", {})
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    for wname, (raw_train, raw_judge, raw_tests) in workloads(args.quick).items():
+    for wname, (raw_train, raw_judge, raw_tests) in workloads(args.quick, nodes).items():
         for tname, truth in truths().items():
             key = f"{tname}:{wname}"
             if only and key not in only:

