@@ -176,7 +176,7 @@ class IncrementalState(PlacementState):
             self._dirty.append(np.array([self.hint[k - 1], self.hint[k]]))
         out = np.unique(np.concatenate(self._dirty)) if self._dirty else np.zeros(0, dtype=np.int64)
         self._dirty = []
-        return out
+        return out[out >= 0]  # -1: "no first feasible node"
 
     def take(self, i: int, role: Role) -> None:
         new_switch = not self.switch_has_own[self.static.switch_id[i]]
