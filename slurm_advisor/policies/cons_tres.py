@@ -3,11 +3,13 @@
 `src/plugins/select/cons_tres/job_test.c` (tag slurm-22-05-9-1): ``choose_nodes`` ->
 ``_eval_nodes`` (no topology) or ``_eval_nodes_topo`` (topology/tree). Everything a job asks
 for is counted in *tasks* here: Slurm counts CPUs, and a node's usable CPUs for a job
-(``can_job_run_on_node``) are its free CPUs cut down by the job's memory per CPU and GPUs per
-task and rounded to whole tasks, so "CPUs / cpus-per-task" is exactly our task slots.
+(``can_job_run_on_node``) are its free CPUs cut down by the job's memory per CPU and rounded to
+whole tasks, for a job with GPUs also to its free GPUs' tasks (``gres_select_filter_sock_core``:
+max_tasks_this_node <= free GPUs / gpus-per-task), so "CPUs / cpus-per-task" is exactly our
+task slots.
 
 - ``_eval_nodes``: the nodes that can take at least one task form runs of consecutive nodes
-  (equal node weights: our nodes carry none). The run to take from is the *tightest* run that
+  (equal node weights: our nodes carry none; a job with GPUs weighs them, below). The run to take from is the *tightest* run that
   holds the whole remaining job, else the biggest one (first in node order on ties). A job
   that asks for one node (``--nodes`` unset: min_nodes = 1) goes on the best-fitting single
   node of that run (fewest usable slots that still hold it, first on ties); otherwise the
@@ -21,6 +23,30 @@ task and rounded to whole tasks, so "CPUs / cpus-per-task" is exactly our task s
   job must span; with min_nodes = 1 that is simply the leaf with the fewest usable nodes, first
   in switch order on ties), and each chosen leaf's nodes are taken in index order. 22.05 has
   no best-fit single node here: a one-node job can be split over a leaf's first nodes.
+
+A job with GPUs (``--gpus-per-task``; Slurm makes it gres_per_job = tasks x GPUs per task) is
+placed otherwise in two ways, found in the source and seen on the testbed (GPUs without
+``Cores=`` in gres.conf are bound to no socket: ``_build_sock_gres_by_topo`` counts them in
+``cnt_any_sock``, so no core is cleared for binding, on the first "picky" pass or later):
+
+- Node weights (``can_job_run_on_node``, "Favor nodes with more co-located GPUs"): the low byte
+  of each node's ``sched_weight`` becomes ``0xff - near_gpu_cnt``, its free GPUs capped by
+  ``max_node_gres`` = the job's GPUs in all (``gres_select_filter_remove_unusable``). In
+  ``_eval_nodes`` a run of consecutive nodes also ends where the weight changes, and the run of
+  the lowest weight is taken first whether it holds the job or not; tightest / biggest decide
+  only among equal weights. ``_eval_nodes_topo`` adds weights lightest first until they hold
+  the job; the lighter ones are taken whole (``req2_nodes_bitmap``, index order), then the rest
+  of their leaves, then leaves by tightest fit over the nodes of that last weight only.
+- Slots (``_select_cores`` -> ``gres_select_filter_sock_core``): a node's CPUs are cut to
+  ``max_tasks_this_node * cpus_per_task``, and max_tasks_this_node is 1 for a one-task job (and
+  for one task per node asked for), so every usable node counts one slot and runs compare by
+  their number of nodes. A job without GPUs never goes through that filter and keeps all its
+  usable CPUs. For any job with ``--nodes=1``, a node that cannot hold every task drops out.
+
+``_cpus_to_use`` (min_gres_cpu is 0 without ``--cpus-per-gpu``) and ``dist_tasks`` then give
+each node the tasks counted here; ``gres_sched_sufficient`` / ``gres_sched_test`` (every free
+GPU of a taken node counts towards gres_per_job) hold whenever the tasks do, since no node has
+more task slots than GPUs for them.
 
 What Slurm cannot express we generalise plainly: a PS job's tasks have two shapes, and a
 node's slots are counted in task order (PS first), the way block distribution hands them out.
@@ -106,22 +132,67 @@ def could_fit(free: np.ndarray, job: Job) -> bool:
 def choose_nodes(layout, free: np.ndarray, job: Job, *, topology: bool = False, min_nodes: int = 1,
                  max_nodes: int | None = None) -> list[tuple[int, int]] | None:
     """``choose_nodes``: (node index, tasks) for every node cons_tres takes, or None."""
-    avail = job_slots(free, job)
+    avail = node_slots(free, job, min_nodes, max_nodes)
     if int(np.minimum(avail, job.num_tasks).sum()) < job.num_tasks:
         return None  # not enough room anywhere: every evaluation below would fail
     cap = job.num_tasks if max_nodes is None else min(max_nodes, job.num_tasks)
     cap = max(cap, min_nodes)
+    if cap < len(avail) and int(np.partition(avail, -cap)[-cap:].sum()) < job.num_tasks:
+        return None  # not even the cap's biggest nodes hold it
+    weight = sched_weight(free, job)
     evaluate = _eval_nodes_topo if topology else _eval_nodes
-    taken = evaluate(layout, avail, job, min_nodes, cap)
+    taken = evaluate(layout, avail, weight, job, min_nodes, cap)
     if taken is None and max_nodes is not None:
-        taken = _retry_without_small_nodes(layout, avail, job, min_nodes, cap, evaluate)
+        taken = _retry_without_small_nodes(layout, free, avail, weight, job, min_nodes, cap, evaluate)
     return taken
 
 
-def _retry_without_small_nodes(layout, avail, job, min_nodes, cap, evaluate):
+def job_gpus(job: Job) -> int:
+    """The job's GPUs in all (Slurm's gres_per_job: ``--gpus-per-task`` times ``--ntasks``)."""
+    return job.num_ps * job.ps_demand.gpus + job.num_workers * job.worker_demand.gpus
+
+
+def node_slots(free: np.ndarray, job: Job, min_nodes: int = 1, max_nodes: int | None = None) -> np.ndarray:
+    """Task slots per node as ``_eval_nodes`` counts them (``_select_cores``).
+
+    A job with GPUs goes through ``gres_select_filter_sock_core``, which cuts a node's usable
+    CPUs to ``max_tasks_this_node * cpus_per_task``: the node's slots, but one for a one-task
+    job (or one task per node asked for). Without GPUs the node keeps all its usable CPUs. With
+    ``--nodes=1`` a node that cannot hold every task counts for nothing."""
+    avail = job_slots(free, job)
+    gres, n = job_gpus(job) > 0, job.num_tasks
+    if max_nodes == 1:  # min_tasks_this_node = max_tasks_this_node = num_tasks
+        room = job_slots(_without_gpus(free), job) if gres else avail  # alloc_tasks: CPUs only
+        return np.where(room >= n, np.minimum(avail, n) if gres else avail, 0)
+    if gres and (n == 1 or n == min_nodes == max_nodes):  # max_tasks_this_node = 1
+        return np.minimum(avail, 1)
+    return avail
+
+
+def sched_weight(free: np.ndarray, job: Job) -> np.ndarray:
+    """Node order of preference, lowest first (``can_job_run_on_node``: "Favor nodes with more
+    co-located GPUs"): the low byte of a node's ``sched_weight`` is ``0xff - near_gpu_cnt``,
+    its free GPUs up to the job's total (``gres_select_filter_remove_unusable``: max_node_gres
+    = gres_per_job). Equal for every node when the job asks for no GPU."""
+    gpus = job_gpus(job)
+    if not gpus:
+        return np.zeros(len(free), dtype=np.int64)
+    return -np.minimum(free[:, 1], gpus)
+
+
+def _without_gpus(free: np.ndarray) -> np.ndarray:
+    out = free.copy()
+    out[:, 1] = _MANY
+    return out
+
+
+def _retry_without_small_nodes(layout, free, avail, weight, job, min_nodes, cap, evaluate):
     """``choose_nodes``: drop nodes whose usable resources are at most 1, 2, ... and retry."""
-    d = job.worker_demand
-    res = avail * (max(d.cpus, 1) + d.gpus)  # avail_res_cnt: usable CPUs + GPUs
+    # avail_res_cnt: usable CPUs (before any GPU cut) + free GPUs for a job with GPUs
+    res = job_slots(_without_gpus(free), job) * max(job.worker_demand.cpus, 1)
+    if job_gpus(job):
+        res = res + free[:, 1]
+    res = np.where(avail > 0, res, 0)
     usable = np.count_nonzero(avail)
     for count in range(1, int(res.max(initial=0))):
         if usable <= min_nodes:
@@ -132,25 +203,35 @@ def _retry_without_small_nodes(layout, avail, job, min_nodes, cap, evaluate):
         avail = np.where(drop, 0, avail)
         res = np.where(drop, 0, res)
         usable = np.count_nonzero(avail)
-        taken = evaluate(layout, avail, job, min_nodes, cap)
+        taken = evaluate(layout, avail, weight, job, min_nodes, cap)
         if taken is not None:
             return taken
     return None
 
 
-def _eval_nodes(layout, avail: np.ndarray, job: Job, min_nodes: int, max_nodes: int
-                ) -> list[tuple[int, int]] | None:
+def _runs(avail: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and (exclusive) ends of the runs of consecutive usable nodes of equal weight."""
     usable = avail > 0
-    edges = np.diff(np.concatenate(([0], usable.view(np.int8), [0])))
-    starts = np.flatnonzero(edges == 1)
-    ends = np.flatnonzero(edges == -1)  # exclusive
+    same = np.zeros(len(avail) + 1, dtype=bool)  # same[i]: node i continues node i-1's run
+    same[1:-1] = usable[:-1] & usable[1:] & (weight[:-1] == weight[1:])
+    starts = np.flatnonzero(usable & ~same[:-1])
+    ends = np.flatnonzero(usable & ~same[1:]) + 1
+    return starts, ends
+
+
+def _eval_nodes(layout, avail: np.ndarray, weight: np.ndarray, job: Job, min_nodes: int,
+                max_nodes: int) -> list[tuple[int, int]] | None:
+    starts, ends = _runs(avail, weight)
     totals = np.add.reduceat(avail, starts) if len(starts) else np.zeros(0, dtype=np.int64)
     counts = ends - starts
+    run_weight = weight[starts]
     live = np.ones(len(starts), dtype=bool)
     req = _Request(job.num_tasks, job.num_tasks, min_nodes, min_nodes, max_nodes)
     taken: list[tuple[int, int]] = []
     while live.any() and req.max_nodes > 0:
-        b = _best_run(totals, counts, live, req)
+        # the lowest weight first, whether it holds the job or not; the usual rules among equals
+        lightest = live & (run_weight == run_weight[live].min())
+        b = _best_run(totals, counts, lightest, req)
         first, last = int(starts[b]), int(ends[b])
         single = _best_fit_single(avail, first, last, req) if req.rem_nodes <= 1 else None
         if single is not None:
@@ -206,23 +287,45 @@ def _take_in_order(avail, first: int, last: int, req: _Request, taken: list) -> 
         i += 1
 
 
-def _eval_nodes_topo(layout, avail: np.ndarray, job: Job, min_nodes: int, max_nodes: int
-                     ) -> list[tuple[int, int]] | None:
+def _eval_nodes_topo(layout, avail: np.ndarray, weight: np.ndarray, job: Job, min_nodes: int,
+                     max_nodes: int) -> list[tuple[int, int]] | None:
     usable = avail > 0
     if int(avail.sum()) < job.num_tasks or np.count_nonzero(usable) < min_nodes:
         return None
+    best, lighter = _lightest_sufficient(avail, weight, usable, job.num_tasks, min_nodes)
+    if best is None:
+        return None
     leaf_of = layout.switch_id
     leaves = _leaf_order(layout)
-    left = {leaf: int(np.count_nonzero(usable & (leaf_of == leaf))) for leaf in leaves}
     req = _Request(job.num_tasks, job.num_tasks, min_nodes, min_nodes, max_nodes)
     taken: list[tuple[int, int]] = []
+    required: set[int] = set()
+    if lighter.any():
+        # req2_nodes_bitmap: all nodes of the lighter weights, in index order, then the rest
+        # of their leaves (switch order) before any other leaf
+        for i in np.flatnonzero(lighter):
+            if req.max_nodes <= 0:
+                break
+            taken.append((int(i), req.take(int(avail[i]))))
+        if req.done():
+            return taken
+        if req.max_nodes <= 0:
+            return None
+        required = set(np.unique(leaf_of[lighter]).tolist())
+        for leaf in (leaf for leaf in leaves if leaf in required):
+            for i in np.flatnonzero(best & (leaf_of == leaf)):
+                taken.append((int(i), req.take(int(avail[i]))))
+                if req.done():
+                    return taken
+    left = {leaf: 0 if leaf in required else int(np.count_nonzero(best & (leaf_of == leaf)))
+            for leaf in leaves}
     previous = req.rem_nodes + 1
     while previous != req.rem_nodes:
         previous = req.rem_nodes
         leaf = _best_leaf(leaves, left, req.rem_nodes)
         if leaf is None:
             break
-        for i in np.flatnonzero(usable & (leaf_of == leaf)):
+        for i in np.flatnonzero(best & (leaf_of == leaf)):
             if req.max_nodes <= 0:
                 break
             taken.append((int(i), req.take(int(avail[i]))))
@@ -230,6 +333,21 @@ def _eval_nodes_topo(layout, avail: np.ndarray, job: Job, min_nodes: int, max_no
                 return taken
         left[leaf] = 0
     return taken if req.min_rem_nodes <= 0 and req.rem <= 0 else None
+
+
+def _lightest_sufficient(avail, weight, usable, tasks: int, min_nodes: int):
+    """``_eval_nodes_topo``'s best_nodes_bitmap: node weights are added lightest first until
+    they hold the job; the nodes of that last weight, and those of the lighter ones."""
+    weights = np.unique(weight[usable])
+    if len(weights) <= 1:
+        return usable, np.zeros_like(usable)
+    group = np.searchsorted(weights, weight[usable])
+    holds = (np.bincount(group, weights=avail[usable]).cumsum() >= tasks) & \
+        (np.bincount(group).cumsum() >= min_nodes)
+    if not holds.any():
+        return None, None
+    w = weights[int(np.argmax(holds))]
+    return usable & (weight == w), usable & (weight < w)
 
 
 def _leaf_order(layout) -> list[int]:

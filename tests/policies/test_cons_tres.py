@@ -1,15 +1,18 @@
 """slurm-default and slurm-topo = Slurm 22.05's select/cons_tres, case by case from its source.
 
 Each case names the rule of ``src/plugins/select/cons_tres/job_test.c`` it pins down. Free
-capacity is given in GPUs; CPUs and memory are in step (one worker = 2 CPUs, 1 GPU, 8 GB), so
-a node's usable task slots for a worker-only job equal its free GPUs.
+capacity is given in GPUs; CPUs and memory are in step (one worker = 2 CPUs, 8 GB; 1 GPU in
+the GPU cases), so a node's usable task slots for a worker-only job equal its free GPUs. A job
+without GPUs follows the plain rules; a job with GPUs also orders nodes by free GPUs and, with
+one task, counts one slot per node (the last section, with the testbed's own disagreements).
 """
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Resources
 from slurm_advisor.policies import BASELINES, make_policy
 
-WORKER = Resources(2, 1, 8_000)
+WORKER = Resources(2, 0, 8_000)
+GPU_WORKER = Resources(2, 1, 8_000)
 
 
 def snapshot(free_gpus: dict[str, int], switches: dict[str, str] | None = None) -> ClusterSnapshot:
@@ -20,6 +23,10 @@ def snapshot(free_gpus: dict[str, int], switches: dict[str, str] | None = None) 
 
 def workers(n: int, num_ps: int = 0) -> Job:
     return Job("j", "resnet50", num_ps, n, Resources(2, 0, 8_000), WORKER, 100.0)
+
+
+def gpu_workers(n: int) -> Job:
+    return Job("j", "resnet50", 0, n, Resources(), GPU_WORKER, 100.0)
 
 
 def layout(policy: str, snap: ClusterSnapshot, job: Job, **kw) -> list[tuple[str, int]] | None:
@@ -122,6 +129,70 @@ def test_topo_spills_to_the_next_leaf_when_one_is_not_enough() -> None:
     assert layout("slurm-topo", snap, workers(20)) == [("n1", 8), ("n2", 8), ("n3", 4)]
 
 
+def test_with_one_node_allowed_a_node_that_cannot_hold_the_job_counts_for_nothing() -> None:
+    # _select_cores, details max_nodes == 1: min = max tasks = num_tasks, so n2 (2 slots) is
+    # out; the runs are [n1] (6) and [n4] (7), not [n1, n2] (8) and [n4] (7)
+    snap = snapshot({"n1": 6, "n2": 2, "n3": 0, "n4": 7})
+    assert layout("slurm-default", snap, workers(5), max_nodes=1) == [("n1", 5)]
+    assert layout("slurm-default", snap, workers(5)) == [("n4", 5)]
+
+
+# -- jobs with GPUs (--gpus-per-task) ---------------------------------------------------------
+
+def on_testbed(free: dict[str, tuple[int, int, int]]) -> ClusterSnapshot:
+    nodes = tuple(Node(n, 8, 4, 32_000) for n in free)
+    return ClusterSnapshot(nodes, {n: Resources(*r) for n, r in free.items()})
+
+
+def job_like_testbed(tasks: int, cpus: int, mem_per_cpu: int) -> Job:
+    return Job("j", "test", 0, tasks, Resources(), Resources(cpus, 1, cpus * mem_per_cpu), 1.0)
+
+
+def test_a_gpu_job_takes_the_nodes_with_the_most_free_gpus_first() -> None:
+    # can_job_run_on_node: sched_weight's low byte = 0xff - free GPUs (up to the job's), and
+    # _eval_nodes takes the lowest weight first, before any best fit. Testbed job 10
+    # (-n1 -c1 --gpus-per-task=1): n1 (4 GPUs) rather than the tighter n4 (2 GPUs)
+    snap = on_testbed({"n1": (8, 4, 32_000), "n2": (2, 0, 17_000), "n3": (4, 0, 28_000), "n4": (2, 2, 8_000)})
+    assert layout("slurm-default", snap, job_like_testbed(1, 1, 500)) == [("n1", 1)]
+    # the same without GPUs best-fits n2 (2 CPUs, first of the tightest)
+    cpu_job = Job("j", "test", 0, 1, Resources(), Resources(1, 0, 500), 1.0)
+    assert layout("slurm-default", snap, cpu_job) == [("n2", 1)]
+
+
+def test_a_gpu_job_counts_its_gpus_up_to_what_it_asks_for() -> None:
+    # near_gpu_cnt is capped by max_node_gres = gres_per_job: for 2 GPUs n1 (2) is as good as
+    # n2 (8), so the plain best fit holds; for 12 the 8-GPU nodes go first, n2 then n4
+    snap = snapshot({"n1": 2, "n2": 8, "n3": 4, "n4": 8})
+    assert layout("slurm-default", snap, gpu_workers(2)) == [("n1", 2)]
+    assert layout("slurm-default", snap, gpu_workers(4)) == [("n3", 4)]
+    assert layout("slurm-default", snap, gpu_workers(12)) == [("n2", 8), ("n4", 4)]
+
+
+def test_a_one_task_gpu_job_counts_one_slot_on_every_node() -> None:
+    # gres_select_filter_sock_core: avail_cpus = max_tasks_this_node (1 for -n1) * cpus_per_task,
+    # so runs count nodes: [n1, n2] (2 slots) against [n4] (1): the tighter run is [n4].
+    # Testbed job 23 (-n1 -c2 --gpus-per-task=1)
+    snap = on_testbed({"n1": (2, 1, 20_000), "n2": (4, 4, 24_000), "n3": (0, 0, 0), "n4": (8, 4, 32_000)})
+    assert layout("slurm-default", snap, job_like_testbed(1, 2, 2_000)) == [("n4", 1)]
+
+
+def test_gpu_weights_split_runs_and_the_lightest_goes_first_even_if_too_small() -> None:
+    # testbed job 16 (-n6 -c1 --gpus-per-task=1): n3 (4 GPUs) first although it holds only 4
+    # tasks, then the next lightest, n2 (3 GPUs), gives the last 2 (best fit, _cpus_to_use)
+    snap = on_testbed({"n1": (0, 1, 18_000), "n2": (3, 3, 18_000), "n3": (7, 4, 31_000), "n4": (1, 2, 7_500)})
+    assert layout("slurm-default", snap, job_like_testbed(6, 1, 2_000)) == [("n2", 2), ("n3", 4)]
+
+
+def test_topo_takes_lighter_weights_whole_then_their_leaves() -> None:
+    # _eval_nodes_topo: weights are added lightest first until they hold the job; n4 (8 GPUs)
+    # does not, so it is taken whole and the 2-GPU nodes complete the job; n5 (1 GPU, heavier)
+    # is never looked at. Without GPUs s2 (2 usable nodes) is the tighter leaf.
+    switches = {"n1": "s1", "n2": "s1", "n3": "s1", "n4": "s2", "n5": "s2"}
+    snap = snapshot({"n1": 2, "n2": 2, "n3": 2, "n4": 8, "n5": 1}, switches)
+    assert layout("slurm-topo", snap, gpu_workers(10)) == [("n1", 2), ("n4", 8)]
+    assert layout("slurm-topo", snap, workers(10)) == [("n1", 1), ("n4", 8), ("n5", 1)]
+
+
 def test_both_are_baselines() -> None:
     assert {"slurm-default", "slurm-topo"} <= set(BASELINES)
 
@@ -137,4 +208,5 @@ def test_cost_is_a_few_vector_passes_at_10000_nodes() -> None:
         t0 = time.process_time()
         for n in (1, 4, 16, 64):
             assert p.place(snap, workers(n)) is not None
-        assert (time.process_time() - t0) / 4 < 0.02, policy
+            assert p.place(snap, gpu_workers(n)) is not None
+        assert (time.process_time() - t0) / 8 < 0.02, policy
