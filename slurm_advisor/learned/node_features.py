@@ -145,8 +145,12 @@ class IncrementalState(PlacementState):
         # The least loaded feasible nodes, with room to spare for the nodes this role fills up.
         load = self.others[feasible, :6].sum(1)
         keep = min(len(feasible), PICK + self.job.num_tasks)
-        top = np.argpartition(load, keep - 1)[:keep] if 0 < keep < len(feasible) else np.arange(len(feasible))
-        self.least_loaded = feasible[top[np.lexsort((top, load[top]))]]
+        idle = np.flatnonzero(load == 0.0)  # no load is the least: ties go by node order anyway
+        if len(idle) >= keep:
+            self.least_loaded = feasible[idle[:keep]]
+        else:
+            top = np.argpartition(load, keep - 1)[:keep] if 0 < keep < len(feasible) else np.arange(len(feasible))
+            self.least_loaded = feasible[top[np.lexsort((top, load[top]))]]
 
     def _positions(self) -> None:
         if not hasattr(self, "position_of"):
