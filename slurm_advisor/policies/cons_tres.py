@@ -9,8 +9,9 @@ max_tasks_this_node <= free GPUs / gpus-per-task), so "CPUs / cpus-per-task" is 
 task slots.
 
 - ``_eval_nodes``: the nodes that can take at least one task form runs of consecutive nodes
-  (equal node weights: our nodes carry none; a job with GPUs weighs them, below). The run to take from is the *tightest* run that
-  holds the whole remaining job, else the biggest one (first in node order on ties). A job
+  of equal weight (our nodes carry none; a job with GPUs weighs them, below). The run to take
+  from is the *tightest* run that holds the whole remaining job, else the biggest one (first
+  in node order on ties). A job
   that asks for one node (``--nodes`` unset: min_nodes = 1) goes on the best-fitting single
   node of that run (fewest usable slots that still hold it, first on ties); otherwise the
   run's nodes are taken in index order, each giving all it can (``_cpus_to_use`` keeps one
@@ -44,9 +45,8 @@ placed otherwise in two ways, found in the source and seen on the testbed (GPUs 
   usable CPUs. For any job with ``--nodes=1``, a node that cannot hold every task drops out.
 
 ``_cpus_to_use`` (min_gres_cpu is 0 without ``--cpus-per-gpu``) and ``dist_tasks`` then give
-each node the tasks counted here; ``gres_sched_sufficient`` / ``gres_sched_test`` (every free
-GPU of a taken node counts towards gres_per_job) hold whenever the tasks do, since no node has
-more task slots than GPUs for them.
+each node the tasks counted here; the GPU totals (``gres_sched_sufficient``, ``_test``) hold
+whenever the tasks do, as no node has more slots than GPUs for them.
 
 What Slurm cannot express we generalise plainly: a PS job's tasks have two shapes, and a
 node's slots are counted in task order (PS first), the way block distribution hands them out.
@@ -133,11 +133,12 @@ def choose_nodes(layout, free: np.ndarray, job: Job, *, topology: bool = False, 
                  max_nodes: int | None = None) -> list[tuple[int, int]] | None:
     """``choose_nodes``: (node index, tasks) for every node cons_tres takes, or None."""
     avail = node_slots(free, job, min_nodes, max_nodes)
-    if int(np.minimum(avail, job.num_tasks).sum()) < job.num_tasks:
+    most = np.minimum(avail, job.num_tasks)
+    if int(most.sum()) < job.num_tasks:
         return None  # not enough room anywhere: every evaluation below would fail
     cap = job.num_tasks if max_nodes is None else min(max_nodes, job.num_tasks)
     cap = max(cap, min_nodes)
-    if cap < len(avail) and int(np.partition(avail, -cap)[-cap:].sum()) < job.num_tasks:
+    if cap < len(avail) and int(np.partition(most, -cap)[-cap:].sum()) < job.num_tasks:
         return None  # not even the cap's biggest nodes hold it
     weight = sched_weight(free, job)
     evaluate = _eval_nodes_topo if topology else _eval_nodes
