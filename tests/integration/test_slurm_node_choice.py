@@ -4,7 +4,9 @@ A seeded sequence of jobs goes to the testbed one at a time, with random cancell
 them so that free capacity fragments. Before each submission the policy is asked on a snapshot
 of what Slurm reports free; then Slurm decides. Where Slurm starts the job, the tasks per node
 must agree (Slurm's CPUs on a node / cpus-per-task); where Slurm leaves it pending, the policy
-must have found no placement either.
+must have found no placement either. What Slurm reports free (``sinfo --json``: CPUs, GPUs from
+``gres_used``, memory) must be the testbed's capacity less what ``scontrol show job -d`` says
+the running jobs hold, GPUs included, so the snapshot the policy sees is the one Slurm decides on.
 """
 from __future__ import annotations
 
@@ -38,6 +40,15 @@ def sbatch_options(tasks: int, cpus: int, mem_per_cpu: int, gpus: int) -> list[s
     return options + ["--gpus-per-task=1"] if gpus else options
 
 
+def left_over(held: dict[str, dict[str, Resources]]) -> dict[str, Resources]:
+    """The testbed's capacity less the allocations of the jobs in ``held``."""
+    free = {n.name: n.capacity for n in TESTBED}
+    for allocation in held.values():
+        for node, alloc in allocation.items():
+            free[node] = free[node] - alloc
+    return free
+
+
 def decided(view) -> bool:
     """Slurm has started the job, or has tried and left it pending for want of resources."""
     return view.state == "RUNNING" or (view.state == "PENDING" and view.reason not in ("None", "Priority"))
@@ -49,6 +60,7 @@ def test_cons_tres_node_choice_matches_slurm(slurm: Slurm) -> None:
     rng = np.random.default_rng(SEED)
     policy = SlurmDefaultPolicy()
     running: list[str] = []
+    held: dict[str, dict[str, Resources]] = {}  # running job -> what Slurm allocated, per node
     disagreements, outcomes = [], []
     for i in range(JOBS):
         free = slurm.free()
@@ -56,7 +68,9 @@ def test_cons_tres_node_choice_matches_slurm(slurm: Slurm) -> None:
             victim = running.pop(int(rng.integers(len(running))))
             slurm.cancel(victim)
             slurm.wait_gone(victim)
+            del held[victim]
             free = slurm.free()
+        assert free == left_over(held), f"job {i}: sinfo's free capacity is not the testbed less its jobs"
         tasks, cpus, mem_per_cpu, gpus = request = random_request(rng)
         job = Job(f"j{i}", "test", 0, tasks, Resources(), Resources(cpus, gpus, cpus * mem_per_cpu),
                   iterations=1.0)
@@ -69,6 +83,7 @@ def test_cons_tres_node_choice_matches_slurm(slurm: Slurm) -> None:
         view = slurm.wait(job_id, decided, timeout_s=20, what="RUNNING or PENDING on resources")
         if view.state == "RUNNING":
             running.append(job_id)
+            held[job_id] = view.allocation
             theirs = {node: alloc.cpus // cpus for node, alloc in view.allocation.items()}
             for node, alloc in view.allocation.items():  # Slurm allocates whole tasks, nothing more
                 n = theirs[node]
