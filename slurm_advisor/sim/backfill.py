@@ -21,7 +21,7 @@ import numpy as np
 
 from slurm_advisor.domain import Job, Resources
 from slurm_advisor.domain.cluster import NodeLayout
-from slurm_advisor.policies.cons_tres import choose_nodes
+from slurm_advisor.policies.cons_tres import choose_nodes, usable_slots
 
 
 @dataclass
@@ -57,14 +57,7 @@ def _fits_each(stacked: np.ndarray, blocked: np.ndarray | None, job: Job) -> np.
     for demand, count in ((job.ps_demand, job.num_ps), (job.worker_demand, job.num_workers)):
         if not count:
             continue
-        slots = None
-        for r, need in enumerate((demand.cpus, demand.gpus, demand.mem_mb)):
-            if need > 0:
-                s = stacked[:, :, r] // need
-                slots = s if slots is None else np.minimum(slots, s)
-        if slots is None:
-            continue
-        slots = np.clip(slots, 0, count)
+        slots = np.minimum(usable_slots(stacked.reshape(-1, 3), demand), count).reshape(stacked.shape[:2])
         if blocked is not None:
             slots[blocked] = 0
         ok &= slots.sum(axis=1) >= count
@@ -99,7 +92,10 @@ class BackfillPass:
     def room_now(self, limit: float) -> tuple[np.ndarray, bool]:
         """Free capacity a job with ``limit`` may use now (reserved nodes zeroed), and whether
         any node was masked."""
-        return self._masked(self.free, self.now, self.now + limit)
+        blocked = self._blocked(np.array([self.now]), np.array([self.now + limit]))
+        if blocked is None or not blocked[0].any():
+            return self.free, False
+        return np.where(blocked[0][:, None], 0, self.free), True
 
     def started(self, end: float, nodes: np.ndarray, amounts: np.ndarray) -> None:
         np.subtract.at(self.free, nodes, amounts)
@@ -181,11 +177,3 @@ class BackfillPass:
     def _releases(self) -> list[tuple[float, np.ndarray, np.ndarray]]:
         """What running jobs (and those started in this pass) free, by planned end."""
         return self.ends.entries if self._release_list is None else self._release_list
-
-    def _masked(self, free: np.ndarray, t0: float, t1: float) -> tuple[np.ndarray, bool]:
-        blocked = [r.nodes for r in self.reservations if r.start <= t1 and r.end > t0]
-        if not blocked:
-            return free, False
-        room = free.copy()
-        room[np.concatenate(blocked)] = 0
-        return room, True

@@ -12,10 +12,13 @@ Slurm's controller runs two loops (``src/slurmctld/job_scheduler.c`` and
   *time limit*, per node) if that start lies within ``bf_window``.
 
 The simulator runs a backfill pass at the first ``bf_interval`` tick after anything changed
-(a pass over an unchanged state starts nothing and plans the same: skipping it is exact, see
-tests/sim/test_scheduling.py, which compares with a pass at every tick). A job beyond the
-window gets no plan; when time brings it inside, its plan could only keep jobs behind it from
-starting, and every pass plans afresh, so no pass is needed for that either.
+(a pass over an unchanged state starts nothing and plans the same: plans sit at planned ends
+and plan ends, absolute times, and every plan's start lies after an event that triggers a
+fresh pass; tests/sim/test_scheduling.py compares with a pass at every tick). One case is not
+covered: a job the planner could start now but the advisor declines (a hold, or a policy that
+finds nothing where cons_tres would) is planned at "now", a plan that moves with time; until
+the next event it is not re-made at every tick. A job beyond the window gets no plan; when
+time brings it inside, its plan could only keep jobs behind it from starting.
 """
 from __future__ import annotations
 

@@ -146,25 +146,25 @@ def test_the_head_job_never_starts_after_its_reservation(seed: int) -> None:
         assert starts[job_id] <= planned + 1e-9, job_id
 
 
+def _same_records(seed: int, n: int, interval: float, policies: tuple[str, ...], **variant) -> None:
+    """The default schedule and ``variant`` give identical records for every policy."""
+    nodes, jobs = _random_trace(seed, n=n, early=True)
+    for policy in policies:
+        _, default = run(nodes, jobs, config=SchedulerConfig(bf_interval_s=interval), policy=make_policy(policy))
+        _, other = run(nodes, jobs, config=SchedulerConfig(bf_interval_s=interval, **variant),
+                       policy=make_policy(policy))
+        assert default.records == other.records, policy
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_skipping_unchanged_passes_changes_nothing(seed: int) -> None:
     # the plain schedule: a backfill pass at every tick while jobs wait
-    nodes, jobs = _random_trace(seed, n=50, early=True)
-    for policy in ("slurm-default", "pack", "spread"):
-        _, fast = run(nodes, jobs, config=SchedulerConfig(bf_interval_s=5.0), policy=make_policy(policy))
-        _, plain = run(nodes, jobs, config=SchedulerConfig(bf_interval_s=5.0, every_tick=True),
-                       policy=make_policy(policy))
-        assert fast.records == plain.records, policy
+    _same_records(seed, 50, 5.0, ("slurm-default", "pack", "spread"), every_tick=True)
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_planning_only_when_a_job_behind_could_start_changes_nothing(seed: int) -> None:
-    nodes, jobs = _random_trace(seed, n=60, early=True)
-    for policy in ("slurm-default", "pack", "random"):
-        _, lazy = run(nodes, jobs, config=SchedulerConfig(bf_interval_s=2.0), policy=make_policy(policy))
-        _, eager = run(nodes, jobs, config=SchedulerConfig(bf_interval_s=2.0, eager_plans=True),
-                       policy=make_policy(policy))
-        assert lazy.records == eager.records, policy
+    _same_records(seed, 60, 2.0, ("slurm-default", "pack", "random"), eager_plans=True)
 
 
 def test_backfill_runs_on_its_interval() -> None:
