@@ -1,0 +1,175 @@
+"""The advisor protocol (docs/protocol.md): one JSON object per line, both ways. Pure: no I/O.
+
+Everything here turns untrusted bytes into checked values or one-line errors naming the field;
+nothing raises anything but :class:`ProtocolError` on bad input.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+VERSION = 1
+MAX_LINE = 64 * 1024
+OPS = ("advise", "health", "status", "mode", "report")
+MODES = ("observe", "advise", "enforce")
+ACTIONS = ("place", "cap", "none")
+ENV_LAYOUT = "SLURM_ADVISOR_LAYOUT"
+ENV_DECISION = "SLURM_ADVISOR_DECISION"
+MARKER = "slurm-advisor:"
+
+_MARKER_RE = re.compile(r"slurm-advisor:((?:\s+[a-z_]+=[^\s]+)+)")
+_MARKER_KEYS = {"type": str, "ps": int, "workers": int, "model_mb": float, "batch": int, "iters": float}
+_REQUIRED_MARKER_KEYS = ("type", "ps", "workers")
+_TYPE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
+_GPU_RE = re.compile(r"(?:^|,)gres[:/]gpu(?::[A-Za-z0-9_.-]+)?[:=](\d+)(?:,|$)")
+
+
+class ProtocolError(ValueError):
+    """A request the daemon refuses; the message is the reply's ``error``."""
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One reply or request line (``v`` added). NaN and infinities are not JSON: refused."""
+    return (json.dumps({"v": VERSION, **message}, allow_nan=False, separators=(",", ":")) + "\n").encode()
+
+
+def error_reply(message: str) -> bytes:
+    return encode({"ok": False, "error": message})
+
+
+def decode_request(line: bytes) -> dict[str, Any]:
+    """The request object in ``line`` (without or with its trailing newline), checked for v and op."""
+    if len(line) > MAX_LINE:
+        raise ProtocolError(f"request longer than {MAX_LINE} bytes")
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"request is not UTF-8 (byte {exc.start})") from None
+    try:
+        request = json.loads(text, parse_constant=_no_constant)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ProtocolError(f"request is not JSON: {getattr(exc, 'msg', 'too deeply nested')}") from None
+    if not isinstance(request, dict):
+        raise ProtocolError("request must be a JSON object")
+    if request.get("v") != VERSION:
+        raise ProtocolError(f"unsupported protocol version {request.get('v')!r}; this daemon speaks {VERSION}")
+    if request.get("op") not in OPS:
+        raise ProtocolError(f"unknown op {request.get('op')!r}; expected one of {', '.join(OPS)}")
+    return request
+
+
+def _no_constant(name: str):
+    raise ProtocolError(f"request holds {name}, which is not a number")
+
+
+@dataclass(frozen=True)
+class Marker:
+    """What the user wrote after ``slurm-advisor:`` in ``--comment``."""
+
+    type: str
+    ps: int
+    workers: int
+    model_mb: float | None = None
+    batch: int | None = None
+    iters: float | None = None
+
+
+def parse_marker(comment: str | None) -> Marker | None:
+    """The marker in ``comment``; None when there is none; ProtocolError when it is malformed."""
+    if not comment or MARKER not in comment:
+        return None
+    match = _MARKER_RE.search(comment)
+    if match is None:
+        raise ProtocolError("comment: 'slurm-advisor:' must be followed by key=value pairs "
+                            "(type=<name> ps=<n> workers=<n>)")
+    values: dict[str, Any] = {}
+    for pair in match.group(1).split():
+        key, _, raw = pair.partition("=")
+        if key not in _MARKER_KEYS:
+            raise ProtocolError(f"comment: unknown marker key {key!r}; valid: {', '.join(_MARKER_KEYS)}")
+        values[key] = _marker_value(key, raw)
+    missing = [k for k in _REQUIRED_MARKER_KEYS if k not in values]
+    if missing:
+        raise ProtocolError(f"comment: marker lacks {', '.join(missing)}")
+    if values["workers"] < 1 or values["ps"] < 0:
+        raise ProtocolError("comment: marker needs workers >= 1 and ps >= 0")
+    return Marker(**values)
+
+
+def _marker_value(key: str, raw: str) -> Any:
+    kind = _MARKER_KEYS[key]
+    if kind is str:
+        if not _TYPE_RE.fullmatch(raw):
+            raise ProtocolError(f"comment: marker {key}={raw!r} must be letters, digits and _.+- (64 at most)")
+        return raw
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ProtocolError(f"comment: marker {key}={raw!r} is not {'an integer' if kind is int else 'a number'}") from None
+    if not math.isfinite(value) or value < 0 or (kind is float and value == 0) or value > 1e9:
+        raise ProtocolError(f"comment: marker {key}={raw!r} is out of range")
+    return value
+
+
+@dataclass(frozen=True)
+class TaskShape:
+    """One task's demand as the job's own options ask Slurm for it (Slurm gives every task the same)."""
+
+    cpus: int
+    gpus: int
+    mem_mb: int
+
+
+def task_shape(job: dict[str, Any]) -> TaskShape:
+    """Per-task cpus, GPUs and memory from the descriptor fields the hook sends."""
+    cpus = _count(job, "cpus_per_task", default=1, low=1)
+    gpus = gpus_per_task(job.get("tres_per_task"))
+    mem = _count(job, "pn_min_memory", default=0, low=0)
+    if mem and job.get("mem_per_cpu"):
+        mem *= cpus
+    elif mem:  # --mem is per node: the advisor lays out a task's share when it places
+        tasks = _count(job, "num_tasks", default=1, low=1)
+        mem = -(-mem // max(1, tasks))
+    return TaskShape(cpus, gpus, mem)
+
+
+def gpus_per_task(tres: Any) -> int:
+    if tres in (None, ""):
+        return 0
+    if not isinstance(tres, str):
+        raise ProtocolError("job.tres_per_task must be a string")
+    match = _GPU_RE.search(tres)
+    return int(match.group(1)) if match else 0
+
+
+def _count(job: dict[str, Any], field: str, *, default: int, low: int) -> int:
+    value = job.get(field)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < 2**31:
+        raise ProtocolError(f"job.{field} must be an integer >= {low}, not {value!r}")
+    return value
+
+
+def format_layout(roles_nodes: list[tuple[str, str]]) -> str:
+    """``ps=n1;worker=n1,n3`` from (role, node) per task in task order."""
+    groups: dict[str, list[str]] = {}
+    for role, node in roles_nodes:
+        groups.setdefault(role, []).append(node)
+    return ";".join(f"{role}={','.join(nodes)}" for role, nodes in groups.items())
+
+
+def parse_layout(text: str) -> dict[str, list[str]]:
+    """role -> the node of each of its tasks, from ``SLURM_ADVISOR_LAYOUT``."""
+    out: dict[str, list[str]] = {}
+    for part in filter(None, (text or "").strip().split(";")):
+        role, sep, nodes = part.partition("=")
+        if not sep or role not in ("ps", "worker") or not nodes:
+            raise ProtocolError(f"{ENV_LAYOUT}: bad part {part!r}; expected ps=<nodes>;worker=<nodes>")
+        out[role] = nodes.split(",")
+    if "worker" not in out:
+        raise ProtocolError(f"{ENV_LAYOUT}: no workers in {text!r}")
+    return out
