@@ -8,7 +8,7 @@
 #
 # All three are idempotent: `start` on a running testbed only waits for the nodes and prints the
 # line again; `stop` on a stopped one does nothing. Everything lives in $SLURM_ADVISOR_TESTBED_DIR
-# (default /tmp/slurm-advisor-testbed): config, state, spool, logs, PID files, and a private munged
+# (default /tmp/slurm-advisor-testbed; SLURM_ADVISOR_TESTBED_PORT and _NODE_PORT move its ports): config, state, spool, logs, PID files, and a private munged
 # socket (the system munge key, /etc/munge/munge.key, is created if missing). `start` installs the
 # Debian packages when slurmctld is missing. Only stdout carries the export line; logs go to stderr
 # and to $ROOT/log. Runs as root (SlurmUser=root): for tests only.
@@ -17,6 +17,8 @@ set -euo pipefail
 ROOT=${SLURM_ADVISOR_TESTBED_DIR:-/tmp/slurm-advisor-testbed}
 NODES=(n1 n2 n3 n4)
 CTLD_PORT=${SLURM_ADVISOR_TESTBED_PORT:-16817}
+# slurmd ports: NODE_PORT..NODE_PORT+3 (two testbeds side by side need their own dir and ports)
+NODE_PORT=${SLURM_ADVISOR_TESTBED_NODE_PORT:-17001}
 WAIT_S=${SLURM_ADVISOR_TESTBED_WAIT_S:-45}
 CONF=$ROOT/etc/slurm.conf
 MUNGE_SOCKET=$ROOT/munge/munge.socket
@@ -124,7 +126,7 @@ PriorityType=priority/basic
 # Job submit hook: a later issue adds, only when SLURM_ADVISOR_TESTBED_HOOK points at a
 # job_submit.lua (copied beside this file, where Slurm looks for it):
 #   JobSubmitPlugins=lua
-NodeName=n[1-4] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[17001-17004] CPUs=8 RealMemory=32000 Gres=gpu:4 State=UNKNOWN
+NodeName=n[1-4] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$NODE_PORT-$((NODE_PORT + 3))] CPUs=8 RealMemory=32000 Gres=gpu:4 State=UNKNOWN
 PartitionName=batch Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP
 EOF
     mv "$CONF.new" "$CONF"
