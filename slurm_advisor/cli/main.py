@@ -35,10 +35,11 @@ def cli() -> None:
 def _register() -> None:
     from slurm_advisor.cli.convert import convert
     from slurm_advisor.cli.demo import demo
+    from slurm_advisor.cli.layout import layout
     from slurm_advisor.cli.simulate import simulate
     from slurm_advisor.cli.train import train
 
-    for command in (demo, simulate, train, convert):
+    for command in (demo, simulate, train, convert, layout):
         cli.add_command(command)
 
 

@@ -1,0 +1,308 @@
+"""Where a running job's tasks are and what each one is, from its environment. Pure: no I/O.
+
+An advised job carries ``SLURM_ADVISOR_LAYOUT`` (``ps=n1;worker=n1,n3,n3``: the node of each task
+in task order, PS first; docs/protocol.md). A job that was not advised (daemon down, observe
+mode, kill switch) gets its layout from Slurm's own allocation: ``SLURM_JOB_NODELIST`` expanded
+and ``SLURM_TASKS_PER_NODE``, tasks in node order, the first ones PS. Every node name is checked
+against :data:`NODE_NAME` before it is used, so what comes out (shell variables, a hostfile,
+TF_CONFIG, torchrun's arguments) never carries shell syntax. Bad input raises
+:class:`~slurm_advisor.errors.InputError` naming the variable.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from slurm_advisor.daemon.protocol import ENV_DECISION, ENV_LAYOUT, ProtocolError, parse_layout
+from slurm_advisor.errors import InputError
+
+ENV_NODELIST = "SLURM_JOB_NODELIST"
+ENV_TASKS_PER_NODE = "SLURM_TASKS_PER_NODE"
+ENV_PS = "SLURM_ADVISOR_PS"
+ENV_PROCID = "SLURM_PROCID"
+ENV_NODENAME = "SLURMD_NODENAME"
+ENV_ADDR_PREFIX = "SLURM_ADVISOR_ADDR_"
+DEFAULT_BASE_PORT = 29500
+MAX_HOSTS = 65536
+
+#: A node name we accept: what Slurm and DNS both allow, nothing a shell would read as syntax.
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+#: An address from SLURM_ADVISOR_ADDR_<node>: a host name, IPv4 or IPv6 address.
+_ADDRESS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}|\[[0-9A-Fa-f:.]+\]")
+_TASK_COUNT = re.compile(r"(\d+)(?:\(x(\d+)\))?")
+
+
+@dataclass(frozen=True)
+class JobLayout:
+    """The node of each PS task and of each worker task, in task order (task rank = position in
+    ``tasks``: PS 0..P-1, then workers)."""
+
+    ps: tuple[str, ...]
+    workers: tuple[str, ...]
+    source: str  # "advisor": from SLURM_ADVISOR_LAYOUT; "slurm": from Slurm's allocation
+    decision: str | None = None  # SLURM_ADVISOR_DECISION (also set when the advisor only capped nodes)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return self.ps + self.workers
+
+    @property
+    def tasks_per_node(self) -> dict[str, int]:
+        """node -> its number of tasks, nodes in the order their first task comes."""
+        counts: dict[str, int] = {}
+        for node in self.tasks:
+            counts[node] = counts.get(node, 0) + 1
+        return counts
+
+    def role(self, rank: int) -> tuple[str, int]:
+        """("ps", i) or ("worker", i) of the task with this rank."""
+        if not 0 <= rank < len(self.tasks):
+            raise InputError(f"task rank {rank} is out of range: the layout has {len(self.tasks)} tasks")
+        return ("ps", rank) if rank < len(self.ps) else ("worker", rank - len(self.ps))
+
+
+# -- reading -----------------------------------------------------------------------------------------
+def from_env(env: Mapping[str, str], ps: int | None = None) -> JobLayout:
+    """The job's layout: the advised one when ``SLURM_ADVISOR_LAYOUT`` is set, else Slurm's allocation
+    with ``ps`` PS tasks (the argument, else ``SLURM_ADVISOR_PS``, else 0) taken first."""
+    decision = env.get(ENV_DECISION) or None
+    if env.get(ENV_LAYOUT, "").strip():
+        return _advised(env, decision)
+    nodes = _allocation(env)
+    count = _ps_count(env, ps)
+    if count >= len(nodes):
+        raise InputError(f"{_ps_source(env, ps)}: {count} PS tasks leave no worker among the "
+                         f"job's {len(nodes)} tasks")
+    return JobLayout(tuple(nodes[:count]), tuple(nodes[count:]), source="slurm", decision=decision)
+
+
+def _advised(env: Mapping[str, str], decision: str | None) -> JobLayout:
+    text = env[ENV_LAYOUT]
+    try:
+        roles = parse_layout(text)
+    except ProtocolError as exc:
+        raise InputError(str(exc)) from None
+    for nodes in roles.values():
+        for node in nodes:
+            _check_name(node, ENV_LAYOUT)
+    layout = JobLayout(tuple(roles.get("ps", ())), tuple(roles["worker"]), source="advisor", decision=decision)
+    if env.get(ENV_NODELIST):
+        allocated = set(expand_hostlist(env[ENV_NODELIST], ENV_NODELIST))
+        outside = [n for n in layout.tasks_per_node if n not in allocated]
+        if outside:
+            raise InputError(f"{ENV_LAYOUT}: node {outside[0]} is not in the job's allocation "
+                             f"({ENV_NODELIST}={env[ENV_NODELIST]})")
+    return layout
+
+
+def _allocation(env: Mapping[str, str]) -> list[str]:
+    """One node name per task, in Slurm's node order."""
+    spec = env.get(ENV_NODELIST, "").strip()
+    if not spec:
+        raise InputError(f"{ENV_NODELIST} is not set: run inside a Slurm job, or set {ENV_LAYOUT}")
+    nodes = expand_hostlist(spec, ENV_NODELIST)
+    if not env.get(ENV_TASKS_PER_NODE, "").strip():
+        raise InputError(f"{ENV_TASKS_PER_NODE} is not set, though {ENV_NODELIST} is: run inside a Slurm job")
+    counts = expand_task_counts(env[ENV_TASKS_PER_NODE])
+    if len(counts) != len(nodes):
+        raise InputError(f"{ENV_TASKS_PER_NODE}={env.get(ENV_TASKS_PER_NODE)!r} counts {len(counts)} nodes, "
+                         f"{ENV_NODELIST}={spec!r} names {len(nodes)}")
+    return [node for node, count in zip(nodes, counts) for _ in range(count)]
+
+
+def _ps_count(env: Mapping[str, str], ps: int | None) -> int:
+    if ps is not None:
+        if ps < 0:
+            raise InputError(f"--ps must be >= 0, not {ps}")
+        return ps
+    raw = env.get(ENV_PS, "").strip()
+    if not raw:
+        return 0
+    if not raw.isdigit():
+        raise InputError(f"{ENV_PS}={raw!r} is not a count of PS tasks")
+    return int(raw)
+
+
+def _ps_source(env: Mapping[str, str], ps: int | None) -> str:
+    return "--ps" if ps is not None else ENV_PS
+
+
+def _check_name(name: str, variable: str) -> str:
+    if not NODE_NAME.fullmatch(name):
+        raise InputError(f"{variable}: bad node name {name!r}: letters, digits and ._- only (64 at most)")
+    return name
+
+
+def expand_hostlist(spec: str, variable: str = ENV_NODELIST) -> list[str]:
+    """Slurm's compact host list as names, in order: ``n[1-3,5],gpu[01-02]`` -> n1 n2 n3 n5 gpu01 gpu02.
+
+    Several bracket groups in one name give every combination (``r[1-2]n[1-2]`` -> r1n1 r1n2 r2n1
+    r2n2, as Slurm does); a range keeps the zero padding of its low end. At most MAX_HOSTS names."""
+    names: list[str] = []
+    for item in _split_top(spec.strip(), variable):
+        pieces = [_expand_ranges(text, spec, variable) if bracket else [text]
+                  for bracket, text in _name_pieces(item)]
+        size = 1
+        for options in pieces:
+            size *= len(options)
+        if len(names) + size > MAX_HOSTS:
+            raise InputError(f"{variable}: {spec!r} names more than {MAX_HOSTS} hosts")
+        names += ["".join(combo) for combo in itertools.product(*pieces)]
+    return [_check_name(name, variable) for name in names]
+
+
+def _split_top(spec: str, variable: str) -> list[str]:
+    """``spec`` split at the commas outside brackets."""
+    items, depth, start = [], 0, 0
+    for i, char in enumerate(spec):
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        elif char == "," and depth == 0:
+            items.append(spec[start:i])
+            start = i + 1
+        if depth not in (0, 1):
+            raise InputError(f"{variable}: bad host list {spec!r}: unbalanced brackets")
+    if depth:
+        raise InputError(f"{variable}: bad host list {spec!r}: unclosed '['")
+    items.append(spec[start:])
+    if any(not item for item in items):
+        raise InputError(f"{variable}: bad host list {spec!r}: empty name")
+    return items
+
+
+def _name_pieces(item: str) -> list[tuple[bool, str]]:
+    """(is a bracket group, text) pieces of one name of the list."""
+    parts = re.split(r"\[([^\]]*)\]", item)
+    return [(i % 2 == 1, text) for i, text in enumerate(parts) if text or i % 2 == 1]
+
+
+def _expand_ranges(text: str, spec: str, variable: str) -> list[str]:
+    out: list[str] = []
+    for part in text.split(","):
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise InputError(f"{variable}: bad range {part!r} in {spec!r}")
+        first, last = int(lo), int(hi) if dash else int(lo)
+        if last < first:
+            raise InputError(f"{variable}: bad range {part!r} in {spec!r}")
+        if len(out) + last - first >= MAX_HOSTS:
+            raise InputError(f"{variable}: {spec!r} names more than {MAX_HOSTS} hosts")
+        out += [f"{i:0{len(lo)}d}" for i in range(first, last + 1)]
+    return out
+
+
+def expand_task_counts(spec: str) -> list[int]:
+    """Slurm's tasks per node, ``2(x3),1`` -> [2, 2, 2, 1]."""
+    counts: list[int] = []
+    for part in spec.strip().split(","):
+        match = _TASK_COUNT.fullmatch(part.strip())
+        if match is None or int(match.group(1)) < 1 or match.group(2) == "0":
+            raise InputError(f"{ENV_TASKS_PER_NODE}: bad task count {part!r} in {spec!r}; "
+                             "expected e.g. 2(x3),1")
+        repeat = int(match.group(2) or 1)
+        if len(counts) + repeat > MAX_HOSTS:
+            raise InputError(f"{ENV_TASKS_PER_NODE}: {spec!r} counts more than {MAX_HOSTS} nodes")
+        counts += [int(match.group(1))] * repeat
+    return counts
+
+
+def address(node: str, env: Mapping[str, str]) -> str:
+    """The address to reach ``node`` at: ``SLURM_ADVISOR_ADDR_<node>`` (every character of the name
+    but letters, digits and _ written as _) when set, else the node name itself."""
+    variable = ENV_ADDR_PREFIX + re.sub(r"[^A-Za-z0-9_]", "_", node)
+    value = env.get(variable, "").strip()
+    if not value:
+        return node
+    if not _ADDRESS.fullmatch(value):
+        raise InputError(f"{variable}={value!r} is not a host name or IP address")
+    return value
+
+
+def task_rank(env: Mapping[str, str], task_index: int | None) -> int:
+    """``--task-index`` when given, else ``SLURM_PROCID`` (the rank srun gives the task)."""
+    if task_index is not None:
+        return task_index
+    raw = env.get(ENV_PROCID, "").strip()
+    if not raw.isdigit():
+        raise InputError(f"{ENV_PROCID} is {'not set' if not raw else repr(raw)}: "
+                         "give --task-index or run the command in a task that srun started")
+    return int(raw)
+
+
+def this_node(env: Mapping[str, str], node: str | None) -> str:
+    """``--node`` when given, else ``SLURMD_NODENAME``."""
+    name = node or env.get(ENV_NODENAME, "").strip()
+    if not name:
+        raise InputError(f"{ENV_NODENAME} is not set: give --node or run the command on a node of the job")
+    return _check_name(name, "--node" if node else ENV_NODENAME)
+
+
+# -- rendering ---------------------------------------------------------------------------------------
+def shell(layout: JobLayout, env: Mapping[str, str], base_port: int = DEFAULT_BASE_PORT) -> str:
+    """``export NAME=value`` lines, every value shell-quoted, for ``eval "$(slurm-advisor layout)"``.
+    The master is task 0's node (where rank 0 of torch.distributed opens its store)."""
+    values = {
+        "SLURM_ADVISOR_PS_HOSTS": ",".join(layout.ps),
+        "SLURM_ADVISOR_WORKER_HOSTS": ",".join(layout.workers),
+        "SLURM_ADVISOR_NUM_PS": str(len(layout.ps)),
+        "SLURM_ADVISOR_NUM_WORKERS": str(len(layout.workers)),
+        "SLURM_ADVISOR_MASTER_ADDR": address(layout.tasks[0], env),
+        "SLURM_ADVISOR_MASTER_PORT": str(_port(base_port, 0)),
+        "SLURM_ADVISOR_LAYOUT_SOURCE": layout.source,
+    }
+    return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in values.items())
+
+
+def hostfile(layout: JobLayout) -> str:
+    """One node name per task, in task order, for ``SLURM_HOSTFILE`` + ``srun --distribution=arbitrary``:
+    srun gives the task on line i rank i, so ranks 0..P-1 are the PS."""
+    return "".join(f"{node}\n" for node in layout.tasks)
+
+
+def tf_config(layout: JobLayout, rank: int, env: Mapping[str, str], base_port: int = DEFAULT_BASE_PORT) -> str:
+    """TF_CONFIG for the task with this rank; task r listens on ``base_port + r``."""
+    kind, index = layout.role(rank)
+    cluster: dict[str, list[str]] = {}
+    if layout.ps:
+        cluster["ps"] = [f"{address(n, env)}:{_port(base_port, r)}" for r, n in enumerate(layout.ps)]
+    offset = len(layout.ps)
+    cluster["worker"] = [f"{address(n, env)}:{_port(base_port, offset + r)}" for r, n in enumerate(layout.workers)]
+    return json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}}, separators=(",", ":"))
+
+
+def torchrun_args(layout: JobLayout, node: str, env: Mapping[str, str],
+                  base_port: int = DEFAULT_BASE_PORT) -> list[str]:
+    """torchrun's rendezvous arguments for ``node`` (an all-reduce job: workers only, the same
+    number on every node; the master is the first worker's node)."""
+    if layout.ps:
+        raise InputError(f"torchrun starts workers only, and this layout has {len(layout.ps)} PS tasks; "
+                         "use --format hostfile with srun --distribution=arbitrary")
+    counts = layout.tasks_per_node
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{n}:{c}" for n, c in counts.items())
+        raise InputError(f"torchrun needs the same number of processes on every node, and the layout "
+                         f"has {listed}; use --format hostfile with srun --distribution=arbitrary")
+    nodes = list(counts)
+    if node not in counts:
+        raise InputError(f"node {node} runs no task of this layout ({', '.join(nodes)})")
+    return [f"--nnodes={len(nodes)}", f"--node-rank={nodes.index(node)}",
+            f"--master-addr={address(nodes[0], env)}", f"--master-port={_port(base_port, 0)}",
+            f"--nproc-per-node={counts[node]}"]
+
+
+def as_json(layout: JobLayout) -> str:
+    return json.dumps({"source": layout.source, "decision": layout.decision, "ps": list(layout.ps),
+                       "worker": list(layout.workers), "tasks_per_node": layout.tasks_per_node})
+
+
+def _port(base_port: int, rank: int) -> int:
+    port = base_port + rank
+    if not 1 <= port <= 65535:
+        raise InputError(f"--base-port {base_port}: task {rank}'s port {port} is not a TCP port")
+    return port
