@@ -1,0 +1,178 @@
+"""The layout Slurm really allocates for a job the advisor pins to a node set. Pure.
+
+The daemon pins an advised job through the job_submit hook: ``req_nodes`` = the advisor's
+nodes, ``min_nodes = max_nodes`` = their count k, ``num_tasks`` = N, and the job's own uniform
+per-task options (``--cpus-per-task`` c, ``--mem-per-cpu``, ``--gpus-per-task`` g). Slurm 22.05
+gives every task of a (non-het) job the same demand and decides itself how many tasks each
+pinned node gets. Transcribed from tag slurm-22-05-9-1 (threads per core 1, as our nodes):
+
+1. ``cons_tres/job_test.c:can_job_run_on_node``: a node's usable CPUs for the job are its free
+   CPUs cut by its free memory (per CPU) and rounded down to whole tasks (a multiple of c).
+2. GPU jobs only, ``cons_tres/job_test.c:_select_cores`` ->
+   ``cons_common/gres_select_filter.c:gres_select_filter_sock_core``: the CPUs are cut to
+   ``max_tasks_this_node * c``, max_tasks_this_node = min(CPU tasks, free GPUs / g), and 1 when
+   the job has one task or as many tasks as nodes (``num_tasks == min_nodes == max_nodes``);
+   ``cons_common/job_test.c:choose_nodes`` (``fini``) makes the allocation's CPUs follow.
+3. ``cons_tres/job_test.c:_eval_nodes`` takes the required nodes first, in node-index order
+   (not the order ``-w`` names them), each through ``_cpus_to_use``: a node gives its usable
+   CPUs, but at most the CPUs still wanted less **one CPU** (``resv_cpus = (rem_nodes - 1) *
+   cpus_per_core``, CPUs, not tasks) for each required node still to come, and never fewer
+   than ``pn_min_cpus`` (= c). A required node with no usable CPUs fails the job; so do nodes
+   that give fewer than N*c CPUs in all (or fewer than N*g GPUs, ``gres_sched_test``): max_nodes
+   is then spent, ``_eval_nodes`` fails and so do ``choose_nodes``' retries (a required node is
+   never dropped). The job stays pending (Reason=Resources); Slurm neither moves nor shrinks it.
+4. ``cons_common/dist_tasks.c:dist_tasks`` calls ``cons_tres/dist_tasks.c:dist_tasks_compute_c_b``
+   for every distribution but plane (block, cyclic and the unset default alike): one task on
+   every node, then rounds over the nodes in index order, one task per node per round
+   (``vpus / cpus_per_task``, at least 1), while a node has c of the CPUs step 3 gave it left
+   (and, with GPUs, ``gres_task_limit`` = its free GPUs / g). The allocation then holds exactly
+   tasks * c CPUs per node (``_cyclic_sync_core_bitmap`` clears the rest).
+
+So with c = 1 step 3 hands out exactly N (every node at least one task, the rest in node order
+up to what each holds); with c > 1 it keeps back only one CPU per later node, several nodes can
+be given more than their share, and step 4's rounds split the surplus: ``-n 8 -c 2 -N 4 -w
+n[1-4]`` on the empty testbed is 3,3,1,1 (CPU_IDs 0-5, 0-5, 0-1, 0-1), not 4,2,1,1, and ``-n 7
+-c 2 -N 4`` is 3,2,1,1.
+
+``SLURM_TASKS_PER_NODE`` in the batch job (``common/env.c:env_array_for_batch_job``) is
+``common/slurm_step_layout.c:_task_layout_block`` over the allocated CPUs per node / c: as the
+allocation holds exactly tasks * c CPUs per node, it repeats these counts, and so do srun's
+block and cyclic layouts. Checked by hand on the testbed (22.05.8) in a ``-n 5 -N 2 -w n1,n2``
+allocation (4 tasks on n1, 1 on n2): ``srun --distribution=arbitrary`` with ``SLURM_HOSTFILE``
+naming n2,n1,n1,n1,n1 (the allocation's per-node counts, another order) starts rank 0 on n2
+and ranks 1-4 on n1 (``SLURMD_NODENAME`` per task; ``hostname`` is ``vm`` for all, the
+testbed's slurmds share one host); SLURM_TASKS_PER_NODE and SLURM_STEP_TASKS_PER_NODE are
+``4,1``; plain ``srun -n 5`` puts ranks 0-3 on n1. Beware: a hostfile with *other* counts
+(n2,n2,n1,n1,n1) is not refused there either: n2 silently runs 2 tasks on its 1 allocated CPU
+(no cgroups, task/none), so the hostfile must be written from these counts.
+
+Not modelled: threads per core > 1 (``dist_tasks_compute_c_b``'s "fill allocated cores" pass and
+``resv_cpus`` in cores), ``--mem`` per node, ``--ntasks-per-node``, ``--overcommit``, plane
+distribution, whole-node or exclusive jobs, core specialisation, ``--cpus-per-gpu`` /
+DefCpuPerGPU, GPUs bound to cores (``Cores=`` in gres.conf), CR_Socket, CR_ONE_TASK_PER_CORE,
+and node states, partitions, reservations and limits.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources
+from slurm_advisor.policies.cons_tres import usable_slots
+
+
+def slurm_counts(layout, free: np.ndarray, node_indices: Sequence[int], num_tasks: int,
+                 task_demand: Resources) -> list[int] | None:
+    """Tasks per node Slurm allocates to a job of ``num_tasks`` tasks of ``task_demand`` pinned
+    to exactly ``node_indices`` (``-w`` those nodes, ``-N`` their count), aligned with
+    ``node_indices`` as given; None if Slurm would not start it now.
+
+    ``free`` is (cpus, gpus, mem_mb) per node in ``layout``'s order; ``task_demand.mem_mb`` is
+    one task's memory (``--mem-per-cpu`` times c). Steps 1-4 of the module docstring."""
+    nodes = [int(i) for i in node_indices]
+    if not nodes or len(set(nodes)) != len(nodes) or not all(0 <= i < len(layout.nodes) for i in nodes):
+        raise ValueError(f"node indices must be distinct indices of the layout, not {list(node_indices)}")
+    if task_demand.cpus < 1 or num_tasks < 1:
+        raise ValueError("Slurm gives a job at least one task and every task at least one CPU")
+    if len(nodes) > num_tasks:
+        return None  # more nodes than tasks: Slurm refuses the request
+    order = sorted(nodes)
+    rows = np.asarray(free, dtype=np.int64)[order]
+    usable = usable_cpus(rows, num_tasks, task_demand)
+    given = required_node_cpus(usable, num_tasks, task_demand.cpus)
+    if given is None:
+        return None
+    if task_demand.gpus and int(rows[:, 1].sum()) < num_tasks * task_demand.gpus:
+        return None  # gres_sched_test
+    gpu_limit = rows[:, 1] // task_demand.gpus if task_demand.gpus else None
+    counts = compute_c_b(given, num_tasks, task_demand.cpus, gpu_limit)
+    by_node = dict(zip(order, counts))
+    return [by_node[i] for i in nodes]
+
+
+def usable_cpus(rows: np.ndarray, num_tasks: int, task_demand: Resources) -> np.ndarray:
+    """CPUs each pinned node can give the job (steps 1-2): ``cons_tres/job_test.c:
+    can_job_run_on_node`` (free CPUs cut by memory, whole tasks), and for a GPU job
+    ``cons_common/gres_select_filter.c:gres_select_filter_sock_core`` via ``_select_cores``."""
+    c = task_demand.cpus
+    tasks = usable_slots(rows, Resources(c, 0, task_demand.mem_mb))
+    if task_demand.gpus:
+        tasks = np.minimum(tasks, rows[:, 1] // task_demand.gpus)
+        if num_tasks == len(rows):  # num_tasks == 1, or == min_nodes == max_nodes
+            tasks = np.minimum(tasks, 1)
+    return tasks * c
+
+
+def required_node_cpus(usable: np.ndarray, num_tasks: int, cpus_per_task: int) -> list[int] | None:
+    """CPUs each required node gives, in node-index order (step 3): the required-node loop of
+    ``cons_tres/job_test.c:_eval_nodes`` with ``_cpus_to_use``; None where it fails."""
+    rem_max_cpus = rem_cpus = num_tasks * cpus_per_task  # _get_rem_max_cpus: min_cpus
+    min_rem_nodes = len(usable)
+    given = []
+    for avail in usable.tolist():
+        if avail == 0:
+            return None  # "required node lacks available resources"
+        limit = rem_max_cpus - max(min_rem_nodes - 1, 0)
+        if avail > limit:
+            avail = max(limit, cpus_per_task)  # pn_min_cpus = cpus_per_task
+        given.append(avail)
+        rem_cpus -= avail
+        rem_max_cpus -= avail
+        min_rem_nodes -= 1
+    return given if rem_cpus <= 0 else None
+
+
+def compute_c_b(given: list[int], num_tasks: int, cpus_per_task: int,
+                gpu_limit: np.ndarray | None = None) -> list[int]:
+    """Tasks per node (step 4), ``cons_tres/dist_tasks.c:dist_tasks_compute_c_b`` with one
+    thread per core: one task per node, then one per node per round while CPUs (and GPUs) last."""
+    caps = [cpus // cpus_per_task for cpus in given]
+    if gpu_limit is not None:
+        caps = [min(cap, int(g)) for cap, g in zip(caps, gpu_limit)]
+    tasks = [1] * len(given)
+    placed = len(given)
+    while placed < num_tasks:
+        before = placed
+        for n, cap in enumerate(caps):
+            if placed < num_tasks and tasks[n] < cap:
+                tasks[n] += 1
+                placed += 1
+        if placed == before:
+            # Slurm's over_subscribe relief valve; unreachable once required_node_cpus passed.
+            raise RuntimeError(f"no room for {num_tasks} tasks in {given} CPUs")
+    return tasks
+
+
+def express(snapshot: ClusterSnapshot, job: Job, placement: Placement) -> Placement | None:
+    """The placement Slurm produces when ``job`` is pinned to ``placement``'s nodes: the same
+    node set, Slurm's tasks per node (:func:`slurm_counts`), PS tasks kept on the nodes where
+    ``placement`` put them as far as those counts allow, the remaining tasks (PS first) on the
+    remaining slots in node-index order. None when Slurm would not start the job there now.
+
+    Slurm gives all tasks one shape: a PS job's ``ps_demand`` must equal its ``worker_demand``."""
+    if job.num_ps and job.ps_demand != job.worker_demand:
+        raise ValueError(f"job {job.id}: Slurm gives every task the same demand, but PS tasks ask "
+                         f"{job.ps_demand} and workers {job.worker_demand}")
+    if len(placement.tasks) != job.num_tasks:
+        raise ValueError(f"job {job.id}: {job.num_tasks} tasks but the placement has {len(placement.tasks)}")
+    names = placement.nodes()
+    unknown = [n for n in names if n not in snapshot.layout.index]
+    if unknown:
+        raise ValueError(f"job {job.id}: placement names nodes not in the cluster: {unknown}")
+    order = sorted(names, key=snapshot.index)
+    counts = slurm_counts(snapshot.layout, snapshot.free_array(), [snapshot.index(n) for n in order],
+                          job.num_tasks, job.worker_demand)
+    if counts is None:
+        return None
+    ps_wanted = {node: ps for node, ps, _ in placement.per_node()}
+    slots = dict(zip(order, counts))
+    ps_nodes = []
+    for node in order:
+        keep = min(ps_wanted[node], slots[node])
+        ps_nodes += [node] * keep
+        slots[node] -= keep
+    rest = [node for node in order for _ in range(slots[node])]
+    moved = job.num_ps - len(ps_nodes)
+    ps_nodes = sorted(ps_nodes + rest[:moved], key=snapshot.index)
+    return Placement.of(job, ps_nodes + rest[moved:])
