@@ -1,7 +1,10 @@
 """Plain-dict forms of domain objects, shared by the store and the daemon protocol."""
 from __future__ import annotations
 
+from datetime import datetime
+
 from slurm_advisor.domain.cluster import Node, RunningJob
+from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.job import Job, Role
 from slurm_advisor.domain.observation import SpeedSample
 from slurm_advisor.domain.placement import Placement, TaskAssignment
@@ -71,3 +74,18 @@ def sample_from_dict(d: dict) -> SpeedSample:
                        tuple(running_from_dict(n) for n in d["neighbours"]),
                        tuple(node_from_dict(n) for n in d["nodes"]), float(d["speed"]),
                        str(d.get("source", "sim")))
+
+
+def decision_to_dict(d: Decision) -> dict:
+    return {"id": d.id, "time": d.time.isoformat(), "mode": d.mode, "action": d.action, "policy": d.policy,
+            "model_version": d.model_version, "job_type": d.job_type, "user_id": d.user_id,
+            "request": d.request, "layout": [list(t) for t in d.layout], "would": [list(t) for t in d.would],
+            "max_nodes": d.max_nodes, "latency_ms": d.latency_ms, "fallback": d.fallback,
+            "reason": d.reason, "extra": d.extra}
+
+
+def decision_from_dict(d: dict) -> Decision:
+    return Decision(d["id"], datetime.fromisoformat(d["time"]), d["mode"], d["action"], d["policy"],
+                    d["model_version"], d["job_type"], d["user_id"], d["request"],
+                    tuple((r, n) for r, n in d["layout"]), tuple((r, n) for r, n in d["would"]),
+                    d["max_nodes"], d["latency_ms"], d["fallback"], d["reason"], d.get("extra", {}))

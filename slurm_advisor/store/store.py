@@ -15,18 +15,20 @@ from typing import Self
 from alembic import command
 from alembic.config import Config
 from alembic.util import CommandError
-from sqlalchemy import Engine, create_engine, func, insert, select
+from sqlalchemy import Engine, create_engine, event, func, insert, select
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
 
-from slurm_advisor.domain.codec import sample_from_dict, sample_to_dict
+from slurm_advisor.domain.codec import decision_from_dict, decision_to_dict, sample_from_dict, sample_to_dict
+from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.observation import SpeedSample
 from slurm_advisor.errors import InputError
-from slurm_advisor.store.tables import SpeedSampleRow
+from slurm_advisor.store.tables import DecisionRow, SpeedSampleRow
 
 MIGRATIONS = Path(__file__).resolve().with_name("migrations")
 SOURCES = ("sim", "live")
+_SQLITE_BUSY_TIMEOUT_S = 15  # a writer waits this long for another process's lock
 _CONNECT_TIMEOUT_S = 10  # an unreachable server should fail fast, not hang a daemon or a CLI call
 BATCH_SIZE = 5000  # samples per transaction when recording a run (one commit per event cost 7x the run)
 
@@ -122,6 +124,27 @@ class Store:
         with self._guard("cannot read from"), self._sessions() as session:
             return int(session.scalar(query) or 0)
 
+    def record_decisions(self, decisions: Iterable[Decision]) -> int:
+        """Insert ``decisions`` in one transaction; returns how many were written."""
+        rows = [_decision_row(d) for d in decisions]
+        if rows:
+            with self._guard("cannot write to"), self._sessions.begin() as session:
+                session.execute(insert(DecisionRow.__table__), rows)
+            self.commits += 1
+        return len(rows)
+
+    def load_decisions(self, *, limit: int | None = None) -> list[Decision]:
+        """Decisions newest first, at most ``limit`` of them."""
+        query = select(DecisionRow.decision).order_by(DecisionRow.time.desc(), DecisionRow.id.desc())
+        if limit is not None:
+            query = query.limit(limit)
+        with self._guard("cannot read from"), self._sessions() as session:
+            return [decision_from_dict(d) for d in session.scalars(query)]
+
+    def count_decisions(self) -> int:
+        with self._guard("cannot read from"), self._sessions() as session:
+            return int(session.scalar(select(func.count()).select_from(DecisionRow)) or 0)
+
     def close(self) -> None:
         """Release every pooled connection; the store must not be used afterwards."""
         self._engine.dispose()
@@ -204,9 +227,20 @@ def _engine_for(url: str) -> Engine:
     connect_args: dict[str, object] = {}
     if parsed.get_backend_name() == "sqlite":
         _make_parent_dir(parsed)
+        connect_args["timeout"] = _SQLITE_BUSY_TIMEOUT_S
     elif parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
         connect_args["connect_timeout"] = _CONNECT_TIMEOUT_S
-    return create_engine(parsed, connect_args=connect_args)
+    engine = create_engine(parsed, connect_args=connect_args)
+    if parsed.get_backend_name() == "sqlite" and (parsed.database or ":memory:") != ":memory:":
+        event.listen(engine, "connect", _sqlite_wal)
+    return engine
+
+
+def _sqlite_wal(dbapi_connection, _record) -> None:
+    # WAL: the daemon writes while `retrain` and the admin CLI read, without "database is locked".
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.close()
 
 
 def _make_parent_dir(url: URL) -> None:
@@ -221,3 +255,10 @@ def _row(sample: SpeedSample) -> dict[str, object]:
     job = sample.subject.job
     return {"time": sample.time, "source": sample.source, "job_id": job.id, "job_type": job.type,
             "speed": sample.speed, "sample": sample_to_dict(sample)}
+
+
+def _decision_row(d: Decision) -> dict[str, object]:
+    return {"id": d.id, "time": d.time, "mode": d.mode, "action": d.action, "policy": d.policy,
+            "model_version": d.model_version, "job_type": d.job_type, "user_id": d.user_id,
+            "nodes": ",".join(d.nodes), "latency_ms": d.latency_ms, "fallback": d.fallback,
+            "reason": d.reason, "decision": decision_to_dict(d)}

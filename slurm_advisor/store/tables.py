@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, MetaData, String, func
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, MetaData, String, Text, func
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -42,3 +42,23 @@ class SpeedSampleRow(Base):
     job_type: Mapped[str] = mapped_column(String(255))
     speed: Mapped[float] = mapped_column(Float)
     sample: Mapped[dict[str, Any]] = mapped_column(JsonDocument)
+
+
+class DecisionRow(Base):
+    """One :class:`~slurm_advisor.domain.decision.Decision`; ``decision`` holds it whole as JSON."""
+
+    __tablename__ = "decisions"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    time: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    mode: Mapped[str] = mapped_column(String(16))
+    action: Mapped[str] = mapped_column(String(16))
+    policy: Mapped[str] = mapped_column(String(64))
+    model_version: Mapped[str | None] = mapped_column(String(64))
+    job_type: Mapped[str] = mapped_column(String(255))
+    user_id: Mapped[int | None] = mapped_column(BigInteger)
+    nodes: Mapped[str] = mapped_column(Text)
+    latency_ms: Mapped[float] = mapped_column(Float)
+    fallback: Mapped[bool] = mapped_column(Boolean)
+    reason: Mapped[str] = mapped_column(Text)
+    decision: Mapped[dict[str, Any]] = mapped_column(JsonDocument)

@@ -1,0 +1,91 @@
+"""`slurm-advisor serve` (the daemon) and `slurm-advisor ctl` (ask a running one)."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from slurm_advisor.daemon.config import SOURCES, DaemonConfig, load_config
+from slurm_advisor.daemon.protocol import MODES
+
+_SOCKET_HELP = f"Unix socket (default {DaemonConfig.socket})"
+
+
+@click.command()
+@click.option("--source", type=click.Choice(SOURCES), help="Cluster state: Slurm CLI JSON (default), pyslurm, simulated.")
+@click.option("--socket", "socket_path", type=click.Path(path_type=Path), help=_SOCKET_HELP)
+@click.option("--mode", type=click.Choice(MODES), help="observe: record only; advise: pin jobs that can start now; enforce: also hold.")
+@click.option("--db", help=f"Decision store: SQLite path or SQLAlchemy URL (default {DaemonConfig.db}).")
+@click.option("--model", type=click.Path(path_type=Path), help="Model directory (default: the packaged model).")
+@click.option("--policy", help="Registered policy name (default learned).")
+@click.option("--cluster", type=click.Path(path_type=Path), help="Cluster file for --source simulated (default: embedded).")
+@click.option("--config", "config_file", type=click.Path(path_type=Path),
+              help="TOML config file (default /etc/slurm-advisor/config.toml when it exists).")
+@click.option("--refresh-s", type=float, help="Snapshot refresh period in seconds (default 2).")
+@click.option("--log-file", type=click.Path(path_type=Path), help="Log here instead of stderr.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]))
+def serve(source, socket_path, mode, db, model, policy, cluster, config_file, refresh_s, log_file, log_level) -> None:
+    """Run the advisor daemon that job_submit.lua asks (until SIGTERM)."""
+    from slurm_advisor.daemon.daemon import serve as run
+
+    flags = {"source": source, "socket": socket_path, "mode": mode, "db": db, "model": model, "policy": policy,
+             "cluster": cluster, "refresh_s": refresh_s, "log_file": log_file, "log_level": log_level}
+    config = load_config(config_file, os.environ, flags)
+    _setup_logging(config)
+    run(config)
+
+
+def _setup_logging(config: DaemonConfig) -> None:
+    handler = logging.FileHandler(config.log_file) if config.log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("slurm_advisor")
+    logger.addHandler(handler)
+    logger.setLevel(config.log_level.upper())
+
+
+@click.group()
+def ctl() -> None:
+    """Ask a running daemon: health, status, or switch its mode."""
+
+
+def _ask(socket_path: Path | None, op: str, **fields) -> None:
+    from slurm_advisor.daemon.client import DaemonUnavailable, call
+    from slurm_advisor.errors import InputError
+
+    path = socket_path or load_config(None, os.environ).socket
+    try:
+        reply = call(path, op, **fields)
+    except DaemonUnavailable as exc:
+        raise InputError(f"daemon at {path}: {exc}") from None
+    click.echo(json.dumps(reply, indent=2))
+    if not reply.get("ok"):
+        sys.exit(1)
+
+
+_socket_option = click.option("--socket", "socket_path", type=click.Path(path_type=Path), help=_SOCKET_HELP)
+
+
+@ctl.command()
+@_socket_option
+def health(socket_path) -> None:
+    """Mode and snapshot age."""
+    _ask(socket_path, "health")
+
+
+@ctl.command()
+@_socket_option
+def status(socket_path) -> None:
+    """Counters, claims, policy and model."""
+    _ask(socket_path, "status")
+
+
+@ctl.command()
+@click.argument("mode", type=click.Choice(MODES))
+@_socket_option
+def mode(mode, socket_path) -> None:
+    """Switch the daemon's mode at run time (root or the Slurm user)."""
+    _ask(socket_path, "mode", mode=mode)

@@ -1,0 +1,111 @@
+"""The daemon's settings, layered once at the edge: defaults < TOML file < SLURM_ADVISOR_* < flags.
+
+Every layer is validated against the same table of fields, so an unknown key or a value of the
+wrong type is one message naming the file (or variable, or flag) and the valid keys.
+"""
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from slurm_advisor.daemon.protocol import MODES
+from slurm_advisor.errors import InputError
+
+ENV_PREFIX = "SLURM_ADVISOR_"
+DEFAULT_CONFIG = Path("/etc/slurm-advisor/config.toml")
+SOURCES = ("slurm", "pyslurm", "simulated")
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    socket: Path = Path("/run/slurm-advisor/advisor.sock")
+    mode: str = "advise"                      # observe | advise | enforce (docs: README "Modes")
+    source: str = "slurm"                     # slurm (CLI JSON) | pyslurm | simulated
+    cluster: Path | None = None               # simulated source: cluster file (None: the embedded one)
+    db: str = "/var/lib/slurm-advisor/advisor.db"   # SQLite path or any SQLAlchemy URL
+    model: Path | None = None                 # model directory (None: the packaged default model)
+    policy: str = "learned"                   # any registered policy name
+    refresh_s: float = 2.0                    # snapshot refresh period
+    claim_ttl_s: float = 120.0                # an advised job not started by then frees its claim
+    pin_bound_s: float = 300.0                # a pinned job still pending by then is unpinned
+    hold_wait_s: float = 600.0                # enforce: how long a held job waits for its switch bound
+    slurm_user: str = "slurm"                 # besides root, who may ask for advice (slurmctld's user)
+    slurm_conf: Path | None = None            # passed to the Slurm commands as SLURM_CONF
+    command_timeout_s: float = 10.0           # one sinfo/squeue/scontrol call
+    client_timeout_s: float = 2.0             # a connection that sends nothing is dropped after this
+    log_file: Path | None = None              # None: stderr
+    log_level: str = "info"
+
+    def validated(self) -> DaemonConfig:
+        if self.mode not in MODES:
+            raise InputError(f"mode {self.mode!r}: expected one of {', '.join(MODES)}")
+        if self.source not in SOURCES:
+            raise InputError(f"source {self.source!r}: expected one of {', '.join(SOURCES)}")
+        for name in ("refresh_s", "claim_ttl_s", "pin_bound_s", "hold_wait_s", "command_timeout_s",
+                     "client_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise InputError(f"{name} must be positive, not {getattr(self, name)!r}")
+        if self.log_level.lower() not in ("debug", "info", "warning", "error"):
+            raise InputError(f"log_level {self.log_level!r}: expected debug, info, warning or error")
+        return self
+
+
+_FIELDS = {f.name: f for f in fields(DaemonConfig)}
+_PATHS = {"socket", "cluster", "model", "slurm_conf", "log_file"}
+_FLOATS = {n for n, f in _FIELDS.items() if f.type == "float"}
+
+
+def load_config(file: Path | None = None, env: Mapping[str, str] | None = None,
+                flags: Mapping[str, Any] | None = None) -> DaemonConfig:
+    """The layered configuration. ``file`` None reads DEFAULT_CONFIG when it exists."""
+    config = DaemonConfig()
+    path = file if file is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
+    if path is not None:
+        config = _apply(config, _read_toml(path), where=str(path))
+    env_values = {k[len(ENV_PREFIX):].lower(): v for k, v in (env or {}).items()
+                  if k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX):].lower() in _FIELDS}
+    config = _apply(config, env_values, where="environment", prefix=ENV_PREFIX)
+    config = _apply(config, {k: v for k, v in (flags or {}).items() if v is not None}, where="flag")
+    return config.validated()
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read config: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 (byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML: {exc}") from None
+    return data.get("daemon", data) if isinstance(data.get("daemon"), dict) else data
+
+
+def _apply(config: DaemonConfig, values: Mapping[str, Any], *, where: str, prefix: str = "") -> DaemonConfig:
+    changes = {}
+    for key, raw in values.items():
+        if key not in _FIELDS:
+            raise InputError(f"{where}: unknown setting {key!r}; valid: {', '.join(_FIELDS)}")
+        changes[key] = _convert(key, raw, f"{where}: {prefix}{key.upper()}" if prefix else f"{where}: {key}")
+    return replace(config, **changes)
+
+
+def _convert(key: str, raw: Any, where: str) -> Any:
+    if key in _PATHS:
+        if not isinstance(raw, (str, Path)) or not str(raw):
+            raise InputError(f"{where} must be a path, not {raw!r}")
+        return Path(raw).expanduser()
+    if key in _FLOATS:
+        try:
+            value = float(raw) if not isinstance(raw, bool) else None
+        except (TypeError, ValueError):
+            value = None
+        if value is None:
+            raise InputError(f"{where} must be a number of seconds, not {raw!r}")
+        return value
+    if not isinstance(raw, str):
+        raise InputError(f"{where} must be a string, not {raw!r}")
+    return raw

@@ -1,0 +1,123 @@
+"""From one `advise` request to the hook's reply and the decision record. No sockets, no Slurm.
+
+The daemon's server calls :meth:`AdviceService.advise` with the current snapshot (claims already
+subtracted); this module turns the hook's job fields into the domain's ``Job``, calls the one
+``Advisor.advise`` the simulator calls too, maps its advice onto what Slurm can express in one
+job, and applies the mode:
+
+- **observe**: the reply is always ``none`` (the hook changes nothing); the decision records the
+  layout it would have advised.
+- **advise**: ``place`` when the policy's placement can start now; otherwise ``none`` — the job
+  is Slurm's as if the advisor did not exist. A policy's hold is not applied.
+- **enforce**: as advise, and a hold becomes ``cap``: a node-count cap (``max_nodes``) and, on a
+  cluster with switches, ``--switches=1@hold_wait_s``, so Slurm itself bounds the wait.
+"""
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from slurm_advisor.advisor import Advice, Advisor
+from slurm_advisor.daemon.protocol import ProtocolError, format_layout, parse_marker, task_shape
+from slurm_advisor.domain import ClusterSnapshot, Job, Placement
+from slurm_advisor.domain.decision import Decision
+from slurm_advisor.domain.resources import Resources
+
+Express = Callable[[ClusterSnapshot, Job, Placement], Placement | None]
+
+
+def new_decision_id() -> str:
+    return "d-" + secrets.token_hex(6)
+
+
+def job_from_request(fields: dict[str, Any], job_id: str) -> Job:
+    """The domain's Job for the hook's descriptor fields; ProtocolError names a bad field."""
+    if not isinstance(fields, dict):
+        raise ProtocolError("job must be an object")
+    marker = parse_marker(_text(fields, "comment"))
+    if marker is None:
+        raise ProtocolError("job.comment carries no 'slurm-advisor:' marker")
+    shape = task_shape(fields)
+    num_tasks = fields.get("num_tasks")
+    if num_tasks is not None and num_tasks != marker.ps + marker.workers:
+        raise ProtocolError(f"job.num_tasks is {num_tasks} but the marker says ps={marker.ps} "
+                            f"workers={marker.workers}")
+    limit = fields.get("time_limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+        raise ProtocolError(f"job.time_limit must be a positive number of minutes, not {limit!r}")
+    demand = Resources(shape.cpus, shape.gpus, shape.mem_mb)
+    user = fields.get("user_id")
+    return Job(job_id, marker.type, marker.ps, marker.workers, demand, demand, marker.iters or 1.0,
+               user="" if user is None else str(user), model_size_mb=marker.model_mb,
+               batch_size=marker.batch, time_limit_s=None if limit is None else limit * 60.0)
+
+
+def _text(fields: dict[str, Any], name: str) -> str | None:
+    value = fields.get(name)
+    if value is not None and not isinstance(value, str):
+        raise ProtocolError(f"job.{name} must be a string")
+    return value
+
+
+class AdviceService:
+    def __init__(self, advisor: Advisor, express: Express, *, model_version: str | None = None,
+                 has_switches: bool = False, hold_wait_s: float = 600.0, seed: int = 0):
+        self.advisor = advisor
+        self.express = express
+        self.model_version = model_version
+        self.has_switches = has_switches
+        self.hold_wait_s = hold_wait_s
+        self._rng = np.random.default_rng(seed)
+
+    def advise(self, snapshot: ClusterSnapshot, fields: dict[str, Any], mode: str,
+               decision_id: str | None = None) -> tuple[dict[str, Any], Decision, Job, Placement | None]:
+        """(reply, decision, job, placement to claim or None). ProtocolError on a bad request."""
+        started = time.perf_counter()
+        decision_id = decision_id or new_decision_id()
+        job = job_from_request(fields, decision_id)
+        advice = self.advisor.advise(snapshot, job, self._rng)
+        placement, reason = self._expressed(snapshot, job, advice)
+        layout = _layout(placement)
+        action = self._action(mode, placement, advice)
+        reply: dict[str, Any] = {"ok": True, "decision": decision_id, "mode": mode, "action": action,
+                                 "reason": reason or advice.reason}
+        if action == "place":
+            reply.update(nodes=",".join(placement.nodes()), min_nodes=len(placement.nodes()),
+                         max_nodes=len(placement.nodes()), num_tasks=job.num_tasks, layout=format_layout(layout))
+        elif action == "cap":
+            reply.update(max_nodes=advice.max_nodes, switches=1 if self.has_switches else None,
+                         wait4switch_s=int(self.hold_wait_s) if self.has_switches else None)
+        decision = Decision(
+            decision_id, datetime.now(UTC), mode, action, advice.policy, self.model_version, job.type,
+            fields.get("user_id") if isinstance(fields.get("user_id"), int) else None, dict(fields),
+            layout=tuple(layout) if action == "place" else (), would=tuple(layout) if action != "place" else (),
+            max_nodes=advice.max_nodes, latency_ms=(time.perf_counter() - started) * 1e3,
+            fallback=advice.fallback, reason=reply["reason"])
+        return reply, decision, job, placement if action == "place" else None
+
+    def _expressed(self, snapshot: ClusterSnapshot, job: Job, advice: Advice) -> tuple[Placement | None, str]:
+        if advice.placement is None:
+            return None, ""
+        placement = self.express(snapshot, job, advice.placement)
+        if placement is None or not snapshot.fits(job, placement):
+            return None, "Slurm cannot lay the advised nodes out for this job now"
+        return placement, ""
+
+    @staticmethod
+    def _action(mode: str, placement: Placement | None, advice: Advice) -> str:
+        if mode == "observe":
+            return "none"
+        if placement is not None:
+            return "place"
+        if mode == "enforce" and advice.held and advice.max_nodes:
+            return "cap"
+        return "none"
+
+
+def _layout(placement: Placement | None) -> list[tuple[str, str]]:
+    return [] if placement is None else [(t.role.value, t.node) for t in placement.tasks]

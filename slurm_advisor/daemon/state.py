@@ -1,0 +1,118 @@
+"""What the daemon knows between requests: the snapshot, the claims, the mode — and the thread that
+keeps them fresh.
+
+Requests never wait on Slurm: while job_submit.lua runs, any call into slurmctld would wait for
+the hook, so the snapshot is refreshed in the background and requests read the last one.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from slurm_advisor.cluster.base import ClusterSource
+from slurm_advisor.daemon.claims import Claims
+from slurm_advisor.daemon.protocol import MODES
+from slurm_advisor.daemon.queue import AdvisedJob, QueueError
+from slurm_advisor.domain import ClusterSnapshot
+
+log = logging.getLogger("slurm_advisor.daemon")
+
+
+@dataclass
+class Counters:
+    requests: int = 0
+    decisions: int = 0
+    placed: int = 0
+    capped: int = 0
+    errors: int = 0
+    released: int = 0
+    refresh_failures: int = 0
+
+
+class DaemonState:
+    def __init__(self, mode: str, claims: Claims):
+        self.claims = claims
+        self.counters = Counters()
+        self._mode = mode
+        self._snapshot: ClusterSnapshot | None = None
+        self._snapshot_at = 0.0
+        self._lock = threading.Lock()
+        self.started_at = time.time()
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
+        self._mode = mode
+
+    def publish(self, snapshot: ClusterSnapshot) -> None:
+        with self._lock:
+            self._snapshot, self._snapshot_at = snapshot, time.monotonic()
+
+    def snapshot(self) -> ClusterSnapshot | None:
+        """The latest snapshot less the claims of advised jobs not yet started."""
+        with self._lock:
+            snap = self._snapshot
+        if snap is None:
+            return None
+        free = self.claims.apply(snap.free_array(), time.monotonic())
+        return snap if free is snap.free_array() else snap.with_free(free)
+
+    def snapshot_age_s(self) -> float | None:
+        with self._lock:
+            return None if self._snapshot is None else time.monotonic() - self._snapshot_at
+
+
+class Refresher:
+    """Every ``period_s``: read the queue, then the cluster (so a job that started before the queue
+    read is in the snapshot too), settle claims, unpin jobs pinned longer than ``pin_bound_s``."""
+
+    def __init__(self, state: DaemonState, source: ClusterSource, queue, *, period_s: float,
+                 pin_bound_s: float, node_counts=lambda decision: (None, None)):
+        self.state, self.source, self.queue = state, source, queue
+        self.period_s, self.pin_bound_s = period_s, pin_bound_s
+        self.node_counts = node_counts  # decision id -> the user's own (min_nodes, max_nodes)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="snapshot-refresh", daemon=True)
+
+    def start(self) -> None:
+        self.refresh_once()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.period_s + 15)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.refresh_once()
+
+    def refresh_once(self) -> None:
+        try:
+            advised = self.queue.advised()
+            snapshot = self.source.snapshot()
+        except Exception as exc:  # noqa: BLE001 -- a failed refresh keeps the last snapshot, logged
+            self.state.counters.refresh_failures += 1
+            log.error("snapshot refresh failed (%s); keeping the last one", exc)
+            return
+        self.state.publish(snapshot)
+        self.state.claims.settle((j.decision for j in advised if j.started), time.monotonic())
+        self._release_stale(advised)
+
+    def _release_stale(self, advised: list[AdvisedJob]) -> None:
+        now = time.time()
+        for job in advised:
+            if job.waiting and now - job.submit_time > self.pin_bound_s:
+                try:
+                    self.queue.release(job, *self.node_counts(job.decision))
+                except QueueError as exc:
+                    log.error("could not unpin job %s: %s", job.job_id, exc)
+                    continue
+                self.state.counters.released += 1
+                log.info("unpinned job %s (decision %s): pending %.0f s > %.0f s", job.job_id,
+                         job.decision, now - job.submit_time, self.pin_bound_s)

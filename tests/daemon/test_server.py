@@ -1,0 +1,168 @@
+"""The daemon on a real Unix socket: requests, claims, bad bytes, idle clients, peers, the store."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from daemon_helpers import marked
+
+from slurm_advisor.daemon.client import Client, call
+from slurm_advisor.store import Store
+
+
+def raw_exchange(path, data: bytes, timeout=2.0) -> bytes:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(path))
+        s.sendall(data)
+        chunks = []
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if chunk.endswith(b"\n"):
+                break
+        return b"".join(chunks)
+
+
+def test_health_status_and_advice(served):
+    path = served.config.socket
+    assert call(path, "health")["ok"] is True
+    reply = call(path, "advise", job=marked(workers=2))
+    assert reply["action"] == "place" and reply["layout"] == "worker=n1,n1"
+    status = call(path, "status")
+    assert status["decisions"] == 1 and status["placed"] == 1 and status["claims"] == 1 and status["nodes"] == 4
+
+
+def test_quick_submissions_do_not_share_free_gpus(served):
+    # 4 nodes x 4 GPUs: four 4-GPU jobs in a row must land on four different nodes (claims), and a
+    # fifth must not be pinned anywhere (nothing is free in Slurm's view plus the claims).
+    with Client(served.config.socket) as client:
+        replies = [client.call("advise", job=marked(workers=4, gpus=1)) for _ in range(5)]
+    assert [r["nodes"] for r in replies[:4]] == ["n1", "n2", "n3", "n4"]
+    assert replies[4]["action"] == "none"
+
+
+def test_claims_end_after_their_bound(tmp_path):
+    from daemon_helpers import make_daemon
+
+    from slurm_advisor.daemon.server import AdvisorServer, ServerThread
+    daemon = make_daemon(tmp_path, claim_ttl_s=0.3)
+    daemon.start()
+    try:
+        with ServerThread(AdvisorServer(daemon.config.socket, daemon.dispatcher(), 0.5)):
+            first = call(daemon.config.socket, "advise", job=marked(workers=16, gpus=1))
+            assert first["action"] == "place"
+            assert call(daemon.config.socket, "advise", job=marked(workers=16, gpus=1))["action"] == "none"
+            time.sleep(0.5)  # the first job never showed up running: its claim lapses
+            assert call(daemon.config.socket, "advise", job=marked(workers=16, gpus=1))["action"] == "place"
+    finally:
+        daemon.stop()
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (b"\xff\xfe\n", "not UTF-8"),
+    (b"hello\n", "not JSON"),
+    (b'{"v": 1, "op": "advise", "job": 3}\n', "'job' must be an object"),
+    (b'{"v": 1, "op": "advise", "job": {"comment": "slurm-advisor: type=x ps=0 workers=-1"}}\n', "workers='-1' is out of range"),
+    (b"x" * (70 * 1024) + b"\n", "longer than"),
+])
+def test_bad_messages_get_an_error_and_the_daemon_keeps_serving(served, data, message):
+    reply = json.loads(raw_exchange(served.config.socket, data))
+    assert reply["ok"] is False and message in reply["error"]
+    assert call(served.config.socket, "health")["ok"] is True
+
+
+def test_a_silent_client_does_not_block_others(served):
+    idle = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(20)]
+    for s in idle:
+        s.connect(str(served.config.socket))
+    try:
+        started = time.perf_counter()
+        assert call(served.config.socket, "advise", job=marked())["ok"] is True
+        assert time.perf_counter() - started < 0.2
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_a_silent_client_is_dropped_after_the_timeout(served):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(3)
+        s.connect(str(served.config.socket))
+        started = time.perf_counter()
+        assert s.recv(10) == b""  # closed by the daemon
+        assert time.perf_counter() - started < served.config.client_timeout_s + 1
+
+
+def _as_nobody(path, op: str) -> dict:
+    """The reply to ``op`` from a client process running as uid 65534 (nobody)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: drop to nobody, then connect (peer credentials are taken at connect)
+        try:
+            os.close(read)
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(write, raw_exchange(path, json.dumps({"v": 1, "op": op, "job": {}}).encode() + b"\n"))
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another uid needs root")
+def test_a_peer_that_is_neither_root_nor_slurm_is_refused():
+    from daemon_helpers import make_daemon
+
+    from slurm_advisor.daemon.server import AdvisorServer, ServerThread
+    # nobody must be able to reach the socket for the daemon to refuse it (pytest's tmp is 0700)
+    public = Path(tempfile.mkdtemp(prefix="advisor-peer-", dir="/tmp"))
+    public.chmod(0o755)
+    daemon = make_daemon(public, store=False)
+    daemon.start()
+    try:
+        with ServerThread(AdvisorServer(daemon.config.socket, daemon.dispatcher(), 0.5)):
+            def as_nobody(op):
+                return _as_nobody(daemon.config.socket, op)
+            assert "neither root nor the Slurm user" in as_nobody("advise")["error"]
+            assert "neither root" in as_nobody("mode")["error"]
+            assert as_nobody("health")["ok"] is True  # anyone may ask how it is
+    finally:
+        daemon.stop()
+        shutil.rmtree(public, ignore_errors=True)
+
+
+def test_mode_switches_at_run_time(served):
+    path = served.config.socket
+    assert call(path, "mode", mode="observe") == {"v": 1, "ok": True, "mode": "observe", "was": "advise"}
+    assert call(path, "advise", job=marked())["action"] == "none"
+    assert call(path, "mode", mode="enforce")["mode"] == "enforce"
+    assert call(path, "advise", job=marked())["action"] == "place"
+    assert "expected one of" in call(path, "mode", mode="loud")["error"]
+
+
+def test_every_decision_reaches_the_store(served, tmp_path):
+    for _ in range(3):
+        call(served.config.socket, "advise", job=marked())
+    call(served.config.socket, "mode", mode="observe")
+    call(served.config.socket, "advise", job=marked())
+    served.stop()  # flushes the writer
+    with Store.open(served.config.db, create=False) as store:
+        decisions = store.load_decisions()
+    assert [d.action for d in decisions] == ["none", "place", "place", "place"]
+    assert decisions[0].mode == "observe" and decisions[0].would and decisions[1].layout
+    assert all(d.latency_ms > 0 and d.request["comment"].startswith("slurm-advisor:") for d in decisions)

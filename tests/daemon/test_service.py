@@ -1,0 +1,77 @@
+import pytest
+from daemon_helpers import NODES, identity, marked
+
+from slurm_advisor.advisor import Advisor
+from slurm_advisor.daemon.protocol import ProtocolError
+from slurm_advisor.daemon.service import AdviceService, job_from_request
+from slurm_advisor.domain import ClusterSnapshot, Resources
+from slurm_advisor.policies.base import Hold
+from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+
+
+class Holding:
+    name = "holder"
+
+    def place(self, snapshot, job, rng):
+        return Hold("waiting for one switch", max_nodes=1)
+
+    def score_nodes(self, snapshot, job):
+        return {}
+
+
+def service(policy=None, **kw):
+    return AdviceService(Advisor(policy or SlurmDefaultPolicy()), identity, **kw)
+
+
+def test_job_from_the_hooks_fields():
+    job = job_from_request(marked(ps=1, workers=3, gpus=1, cpus=2, time_limit=90), "d-1")
+    assert (job.type, job.num_ps, job.num_workers) == ("resnet50", 1, 3)
+    assert job.worker_demand == job.ps_demand == Resources(2, 1, 2000)  # Slurm gives every task the same
+    assert job.time_limit_s == 5400.0 and job.user == "1000"
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"comment": "no marker here"}, "no 'slurm-advisor:' marker"),
+    (marked(num_tasks=7), "num_tasks is 7 but the marker says ps=0 workers=2"),
+    (marked(time_limit=-3), "time_limit"),
+    (marked(comment=5), "job.comment must be a string"),
+])
+def test_bad_fields_are_named(fields, message):
+    with pytest.raises(ProtocolError, match=message):
+        job_from_request(fields, "d-1")
+
+
+def test_advise_mode_places_and_records():
+    reply, decision, job, placement = service().advise(ClusterSnapshot.empty(NODES), marked(workers=2), "advise")
+    assert reply["action"] == "place" and reply["nodes"] == "n1"
+    assert (reply["min_nodes"], reply["max_nodes"], reply["num_tasks"]) == (1, 1, 2)
+    assert reply["layout"] == "worker=n1,n1"
+    assert decision.layout == (("worker", "n1"), ("worker", "n1")) and decision.action == "place"
+    assert placement is not None and decision.id == reply["decision"] == job.id
+
+
+def test_observe_mode_changes_nothing_but_records_what_it_would_do():
+    reply, decision, _, placement = service().advise(ClusterSnapshot.empty(NODES), marked(), "observe")
+    assert reply["action"] == "none" and "nodes" not in reply and placement is None
+    assert decision.would == (("worker", "n1"), ("worker", "n1")) and decision.layout == ()
+
+
+def test_a_job_that_cannot_start_now_is_left_to_slurm():
+    full = ClusterSnapshot.empty(NODES).with_free(ClusterSnapshot.empty(NODES).free_array() * 0)
+    reply, decision, _, placement = service().advise(full, marked(), "enforce")
+    assert reply["action"] == "none" and placement is None and decision.reason
+
+
+def test_hold_is_a_cap_only_in_enforce_mode():
+    snap = ClusterSnapshot.empty(NODES)
+    assert service(Holding()).advise(snap, marked(), "advise")[0]["action"] == "none"
+    reply = service(Holding()).advise(snap, marked(), "enforce")[0]
+    assert reply["action"] == "cap" and reply["max_nodes"] == 1 and reply["switches"] is None
+    topo = service(Holding(), has_switches=True, hold_wait_s=300).advise(snap, marked(), "enforce")[0]
+    assert (topo["switches"], topo["wait4switch_s"]) == (1, 300)
+
+
+def test_a_layout_slurm_cannot_express_is_not_pinned():
+    svc = AdviceService(Advisor(SlurmDefaultPolicy()), lambda s, j, p: None)
+    reply, _, _, placement = svc.advise(ClusterSnapshot.empty(NODES), marked(), "advise")
+    assert reply["action"] == "none" and "cannot lay" in reply["reason"] and placement is None
