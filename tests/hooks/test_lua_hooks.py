@@ -1,0 +1,320 @@
+"""hooks/job_submit.lua and hooks/cli_filter.lua under lua5.1 with a mocked `slurm`, against a fake daemon.
+
+The Lua side (tests/hooks/lua/driver.lua) runs one hook call and prints what it wrote; this side
+serves the canned replies and checks: the right fields for place/cap, nothing at all written for
+every failure, always SUCCESS, bounded by the timeout, and no connection unless the job is marked.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_advisor import CAP, NONE, PLACE, FakeAdvisor, close_silently, line
+
+from slurm_advisor.daemon.protocol import decode_request, parse_marker, task_shape
+
+REPO = Path(__file__).resolve().parents[2]
+HOOK = REPO / "hooks" / "job_submit.lua"
+CLI_FILTER = REPO / "hooks" / "cli_filter.lua"
+DRIVER = Path(__file__).parent / "lua" / "driver.lua"
+LUA = shutil.which("lua5.1")
+TIMEOUT_S = 0.2
+
+MARKED = {"comment": 'run 7 "x" slurm-advisor: type=resnet50 ps=1 workers=4 batch=64', "name": "train",
+          "user_id": 1000, "partition": "batch", "num_tasks": 5, "cpus_per_task": 2, "mem_per_cpu": 4000,
+          "tres_per_task": "gres:gpu:1", "time_limit": 120, "environment": {"HOME": "/home/u"}}
+
+
+def _lua_socket_missing() -> str | None:
+    if LUA is None:
+        return "lua5.1 not installed (Debian: apt-get install lua5.1 lua-socket)"
+    probe = subprocess.run([LUA, "-e", 'require("socket.unix")'], check=False, capture_output=True,
+                           text=True)
+    return None if probe.returncode == 0 else "lua-socket not installed (Debian: apt-get install lua-socket)"
+
+
+pytestmark = pytest.mark.skipif(bool(_lua_socket_missing()), reason=_lua_socket_missing() or "")
+
+
+def lua_literal(value: Any) -> str:
+    """`value` as a Lua expression (None -> nil)."""
+    if value is None:
+        return "nil"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:03d}"
+                             for b in value.encode()) + '"'
+    if isinstance(value, dict):
+        return "{" + ",".join(f"[{lua_literal(k)}]={lua_literal(v)}" for k, v in value.items()) + "}"
+    raise TypeError(value)
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[FakeAdvisor]:
+    server = FakeAdvisor(tmp_path / "advisor.sock")
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def run_hook(tmp_path: Path, daemon: FakeAdvisor):
+    def run(fields: dict[str, Any], mode: str = "submit", hook: Path = HOOK, *extra: str,
+            env: dict[str, str] | None = None) -> dict[str, Any]:
+        case = tmp_path / "case.lua"
+        case.write_text("return " + lua_literal(fields) + "\n")
+        environ = {**os.environ, "SLURM_ADVISOR_SOCKET": daemon.path, "SLURM_ADVISOR_TIMEOUT": str(TIMEOUT_S),
+                   "SLURM_ADVISOR_KILL_SWITCH": str(tmp_path / "disabled"), **(env or {})}
+        proc = subprocess.run([LUA, str(DRIVER), mode, str(hook), str(case), *extra], check=False,
+                              capture_output=True, text=True, env=environ, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+    return run
+
+
+def assert_untouched(result: dict[str, Any]) -> None:
+    assert result["rc"] == 0
+    assert result["writes"] == []
+    assert result["unchanged"] is True
+
+
+def writes(result: dict[str, Any]) -> dict[str, Any]:
+    assert result["rc"] == 0
+    return dict(result["writes"])
+
+
+def test_place_writes_nodes_tasks_layout_and_decision(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(PLACE)
+    result = run_hook(MARKED)
+    assert writes(result) == {
+        "req_nodes": "n1,n3", "min_nodes": 2, "max_nodes": 2, "num_tasks": 5,
+        "admin_comment": "slurm-advisor:d-5f0c2a9e41b7",
+        "environment.SLURM_ADVISOR_LAYOUT": "ps=n1;worker=n1,n3,n3,n3",
+        "environment.SLURM_ADVISOR_DECISION": "d-5f0c2a9e41b7",
+    }
+    assert result["after"]["comment"] == MARKED["comment"]  # the user's text is kept
+    assert daemon.connections == 1
+
+
+def test_request_is_the_protocols_advise(run_hook, daemon: FakeAdvisor) -> None:
+    fields = {**MARKED, "comment": 'q"b\\s\nt\tü\x01 slurm-advisor: type=bert ps=0 workers=4'}
+    run_hook(fields)
+    request = decode_request(daemon.requests[0])
+    assert daemon.requests[0].endswith(b"}\n") and daemon.requests[0].count(b"\n") == 1
+    job = request["job"]
+    assert request["op"] == "advise"
+    assert job["comment"] == fields["comment"]  # escapes round-trip
+    assert job == {**job, "name": "train", "user_id": 1000, "partition": "batch", "num_tasks": 5,
+                   "cpus_per_task": 2, "pn_min_memory": 4000, "mem_per_cpu": True,
+                   "tres_per_task": "gres:gpu:1", "tres_per_node": None, "time_limit": 120,
+                   "min_nodes": None, "max_nodes": None, "req_nodes": None}
+    assert parse_marker(job["comment"]).workers == 4
+    assert task_shape(job).mem_mb == 8000 and task_shape(job).gpus == 1
+
+
+def test_unset_fields_are_null_and_mem_per_node_is_not_per_cpu(run_hook, daemon: FakeAdvisor) -> None:
+    run_hook({"comment": "slurm-advisor: type=x ps=1 workers=1", "mem_per_node": 16000,
+              "min_nodes": 2, "max_nodes": 2})
+    job = decode_request(daemon.requests[0])["job"]
+    assert job["num_tasks"] is None and job["cpus_per_task"] is None and job["time_limit"] is None
+    assert job["pn_min_memory"] == 16000 and job["mem_per_cpu"] is False
+    assert job["min_nodes"] == 2 and job["max_nodes"] == 2 and job["name"] is None
+
+
+def test_cap_writes_max_nodes_switches_and_seconds(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(CAP)
+    assert writes(run_hook(MARKED)) == {
+        "max_nodes": 3, "req_switch": 1, "wait4switch": 600, "admin_comment": "slurm-advisor:d-00aa11bb22cc",
+        "environment.SLURM_ADVISOR_DECISION": "d-00aa11bb22cc"}
+
+
+def test_cap_without_switches_leaves_them(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with({**CAP, "switches": None, "wait4switch_s": None})
+    assert set(writes(run_hook(MARKED))) == {"max_nodes", "admin_comment", "environment.SLURM_ADVISOR_DECISION"}
+
+
+def test_interactive_job_gets_fields_and_no_environment(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(PLACE)
+    got = writes(run_hook({**MARKED, "environment": None}))
+    assert got["req_nodes"] == "n1,n3" and "environment.SLURM_ADVISOR_LAYOUT" not in got
+
+
+def test_none_changes_nothing(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(NONE)
+    result = run_hook(MARKED)
+    assert_untouched(result)
+    assert daemon.connections == 1 and result["logs"] == []
+
+
+BAD_REPLIES = {
+    "garbage bytes": b"\x00\xff\xfe garbage\n",
+    "not json": b"hello\n",
+    "json array": b'[{"v":1}]\n',
+    "nested object": line({**PLACE, "nodes": {"n1": 1}}),
+    "nodes not a string": line({**PLACE, "nodes": 13}),
+    "shell in nodes": line({**PLACE, "nodes": "n1;rm -rf /"}),
+    "space in nodes": line({**PLACE, "nodes": "n1 n2"}),
+    "empty nodes": line({**PLACE, "nodes": ""}),
+    "count as string": line({**PLACE, "min_nodes": "2", "max_nodes": "2"}),
+    "fractional tasks": line({**PLACE, "num_tasks": 2.5}),
+    "zero tasks": line({**PLACE, "num_tasks": 0}),
+    "tasks too large": line({**PLACE, "num_tasks": 2**31}),
+    "min and max differ": line({**PLACE, "min_nodes": 1}),
+    "no layout": line({k: v for k, v in PLACE.items() if k != "layout"}),
+    "newline in layout": line({**PLACE, "layout": "ps=n1\nworker=n3"}),
+    "bad decision": line({**PLACE, "decision": "d-1 x"}),
+    "unknown action": line({**PLACE, "action": "drop"}),
+    "boolean max_nodes": line({**CAP, "max_nodes": True}),
+    "wait without switches": line({**CAP, "switches": None}),
+    "negative wait": line({**CAP, "wait4switch_s": -1}),
+    "other version": line({**PLACE, "v": 2}),
+    "ok missing": line({k: v for k, v in PLACE.items() if k != "ok"}),
+    "refused": line({"v": 1, "ok": False, "error": "comment: marker lacks ps %s %d"}),
+    "two lines": line(PLACE) + line(PLACE),
+    "duplicate key": line(PLACE)[:-2] + b',"action":"place"}\n',
+    "huge line": b'{"v":1,"x":"' + b"a" * 200_000 + b'"}\n',
+    "huge without newline": b"b" * 200_000,
+    "half a line then close": line(PLACE)[:40],
+}
+
+
+@pytest.mark.parametrize("kind", list(BAD_REPLIES))
+def test_bad_reply_changes_nothing(run_hook, daemon: FakeAdvisor, kind: str) -> None:
+    daemon.reply_with(BAD_REPLIES[kind])
+    if kind in ("half a line then close", "huge without newline"):
+        data = BAD_REPLIES[kind]
+        daemon.behaviour = lambda conn, request: conn.sendall(data)  # then the handler closes
+    result = run_hook(MARKED)
+    assert_untouched(result)
+    assert daemon.connections == 1
+    assert len(result["logs"]) == 1 and "slurm-advisor: " in result["logs"][0], result["logs"]
+    assert result["elapsed_ms"] < TIMEOUT_S * 1000 + 50
+
+
+def test_refusal_is_logged_as_info_with_the_daemons_reason(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(BAD_REPLIES["refused"])
+    (log,) = run_hook(MARKED)["logs"]
+    assert log.startswith("info: slurm-advisor: daemon refused the job: comment: marker lacks ps %s %d")
+
+
+def test_slow_daemon_is_cut_at_the_timeout(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(PLACE, delay_s=1.0)
+    result = run_hook(MARKED)
+    assert_untouched(result)
+    assert TIMEOUT_S * 1000 - 5 <= result["elapsed_ms"] < TIMEOUT_S * 1000 + 50
+    assert "no reply within" in result["logs"][0]
+
+
+def test_close_without_reply(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.behaviour = close_silently
+    result = run_hook(MARKED)
+    assert_untouched(result)
+    assert "closed the connection without a reply" in result["logs"][0]
+
+
+def test_no_daemon_at_all(run_hook, daemon: FakeAdvisor, tmp_path: Path) -> None:
+    result = run_hook(MARKED, env={"SLURM_ADVISOR_SOCKET": str(tmp_path / "nobody.sock")})
+    assert_untouched(result)
+    assert result["logs"][0].startswith("error: slurm-advisor: daemon unreachable: connect ")
+    assert result["elapsed_ms"] < 50
+
+
+def test_no_lua_socket_passes_every_job(run_hook, daemon: FakeAdvisor, tmp_path: Path) -> None:
+    result = run_hook(MARKED, env={"LUA_CPATH": str(tmp_path / "?.so")})
+    assert_untouched(result)
+    assert any("lua-socket not available" in log for log in result["logs"])
+    assert daemon.connections == 0
+
+
+@pytest.mark.parametrize("comment", [None, "", "nightly run", "slurm-advisor without colon"])
+def test_unmarked_jobs_make_no_connection(run_hook, daemon: FakeAdvisor, comment: str | None) -> None:
+    daemon.reply_with(PLACE)
+    result = run_hook({**MARKED, "comment": comment})
+    assert_untouched(result)
+    assert daemon.connections == 0 and result["logs"] == []
+
+
+def test_kill_switch_makes_no_connection(run_hook, daemon: FakeAdvisor, tmp_path: Path) -> None:
+    daemon.reply_with(PLACE)
+    (tmp_path / "disabled").write_text("")
+    result = run_hook(MARKED)
+    assert_untouched(result)
+    assert daemon.connections == 0
+
+
+def test_modify_is_untouched(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(PLACE)
+    assert_untouched(run_hook(MARKED, "modify"))
+    assert daemon.connections == 0
+
+
+def test_bad_timeout_setting_falls_back_to_the_default(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(PLACE, delay_s=1.0)
+    result = run_hook(MARKED, env={"SLURM_ADVISOR_TIMEOUT": "soon"})
+    assert "SLURM_ADVISOR_TIMEOUT must be seconds" in result["logs"][0]
+    assert result["elapsed_ms"] < TIMEOUT_S * 1000 + 50
+
+
+def test_the_hook_has_no_shell_calls() -> None:
+    for path in (HOOK, CLI_FILTER):
+        calls = re.findall(r"\b(os\.execute|io\.popen|loadstring|dostring|os\.remove)\s*\(", path.read_text())
+        assert calls == [], f"{path.name} calls {calls}"
+
+
+def test_time_per_call_against_a_fast_daemon(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(PLACE)
+    result = run_hook(MARKED, "bench", HOOK, "1000")
+    print(f"\njob_submit.lua, 1000 calls: mean {result['mean_ms']:.3f} ms, max {result['max_ms']:.3f} ms")
+    assert daemon.connections == 1000 and result["log_count"] == 1000  # one info line per placed job
+    assert result["mean_ms"] < 2.0
+
+
+CLI_OPTIONS = {"type": "sbatch", "comment": "slurm-advisor: type=resnet50 ps=1 workers=4", "ntasks": "5",
+               "cpus-per-task": "2", "mem-per-cpu": "4G", "gpus-per-task": "1", "time": "02:00:00",
+               "nodes": "1-0", "job-name": "train"}
+
+
+def test_cli_filter_place_sets_options_and_exports(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(PLACE)
+    got = writes(run_hook(CLI_OPTIONS, "cli", CLI_FILTER))
+    assert got == {"nodelist": "n1,n3", "nodes": "2", "ntasks": "5",
+                   "export": "ALL,'SLURM_ADVISOR_LAYOUT=ps=n1;worker=n1,n3,n3,n3',"
+                             "SLURM_ADVISOR_DECISION=d-5f0c2a9e41b7"}
+    job = decode_request(daemon.requests[0])["job"]
+    assert job == {**job, "num_tasks": 5, "cpus_per_task": 2, "pn_min_memory": 4096, "mem_per_cpu": True,
+                   "tres_per_task": "gres:gpu:1", "time_limit": 120, "min_nodes": None, "max_nodes": None}
+
+
+def test_cli_filter_cap_keeps_the_users_export(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(CAP)
+    got = writes(run_hook({**CLI_OPTIONS, "nodes": "2-8", "export": "NONE"}, "cli", CLI_FILTER))
+    assert got == {"nodes": "2-3", "switches": "1@0:10:00", "export": "NONE,SLURM_ADVISOR_DECISION=d-00aa11bb22cc"}
+
+
+@pytest.mark.parametrize("kind", ["not json", "shell in nodes", "huge line"])
+def test_cli_filter_fails_open(run_hook, daemon: FakeAdvisor, kind: str) -> None:
+    daemon.reply_with(BAD_REPLIES[kind])
+    assert_untouched(run_hook(CLI_OPTIONS, "cli", CLI_FILTER))
+
+
+def test_cli_filter_skips_unmarked_jobs_and_steps(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(PLACE)
+    assert_untouched(run_hook({**CLI_OPTIONS, "comment": "plain"}, "cli", CLI_FILTER))
+    assert_untouched(run_hook({**CLI_OPTIONS, "type": "srun"}, "cli", CLI_FILTER, env={"SLURM_JOB_ID": "7"}))
+    assert daemon.connections == 0
+
+
+def test_cli_filter_without_its_library_passes(run_hook, daemon: FakeAdvisor, tmp_path: Path) -> None:
+    daemon.reply_with(PLACE)
+    result = run_hook(CLI_OPTIONS, "cli", CLI_FILTER, env={"SLURM_ADVISOR_HOOK_LIB": str(tmp_path / "none.lua")})
+    assert_untouched(result)
+    assert "cannot load" in result["logs"][0] and daemon.connections == 0
