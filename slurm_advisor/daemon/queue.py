@@ -34,6 +34,7 @@ class AdvisedJob:
     submit_time: float
     required_nodes: str
     released: bool
+    tasks: int = 1
 
     @property
     def started(self) -> bool:
@@ -58,7 +59,7 @@ def parse_squeue(doc: Any) -> list[AdvisedJob]:
         state = state[0] if isinstance(state, list) and state else state
         out.append(AdvisedJob(str(raw.get("job_id")), match.group(1), str(state or ""),
                               float(_number(raw.get("submit_time")) or 0), str(raw.get("required_nodes") or ""),
-                              match.group(2) is not None))
+                              match.group(2) is not None, int(_number(raw.get("tasks")) or 1)))
     return out
 
 
@@ -77,8 +78,11 @@ class SlurmQueue:
         return parse_squeue(json.loads(self._run(["squeue", "--json"])))
 
     def release(self, job: AdvisedJob, min_nodes: int | None, max_nodes: int | None) -> None:
-        """Unpin a pending job: no required nodes, the node count the user asked for (or 1-any)."""
-        counts = f"{min_nodes or 1}-{max_nodes}" if max_nodes else f"{min_nodes or 1}"
+        """Unpin (or uncap) a pending job: no required nodes, the node counts the user asked for.
+
+        Unknown counts become 1..tasks, which is what Slurm allows a job that never set --nodes
+        (it raises the minimum itself to what the tasks need; checked on 22.05)."""
+        counts = f"{min_nodes or 1}-{max_nodes or max(job.tasks, min_nodes or 1)}"
         self._run(["scontrol", "update", f"JobId={job.job_id}", "ReqNodeList=", f"NumNodes={counts}",
                    f"AdminComment={ADMIN_PREFIX}{job.decision}:released"])
 
