@@ -123,19 +123,26 @@ GresTypes=gpu
 SchedulerType=sched/backfill
 SchedulerParameters=bf_interval=1,bf_resolution=1
 PriorityType=priority/basic
-# Job submit hook: a later issue adds, only when SLURM_ADVISOR_TESTBED_HOOK points at a
-# job_submit.lua (copied beside this file, where Slurm looks for it):
-#   JobSubmitPlugins=lua
+# Job submit hook: only when SLURM_ADVISOR_TESTBED_HOOK points at a job_submit.lua (installed
+# beside this file, where Slurm looks for it, by hooks/install.sh).
+${SLURM_ADVISOR_TESTBED_HOOK:+JobSubmitPlugins=lua}
 NodeName=n[1-4] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$NODE_PORT-$((NODE_PORT + 3))] CPUs=8 RealMemory=32000 Gres=gpu:4 State=UNKNOWN
 PartitionName=batch Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP
 EOF
     mv "$CONF.new" "$CONF"
+    if [ -n "${SLURM_ADVISOR_TESTBED_HOOK:-}" ]; then
+        "$(dirname "$0")/../hooks/install.sh" "$ROOT/etc" "$SLURM_ADVISOR_TESTBED_HOOK" >&2 \
+            || die "cannot install the job submit hook $SLURM_ADVISOR_TESTBED_HOOK"
+    fi
 }
 
 start_daemons() {
     if [ -z "$(alive "$CTLD_PIDFILE")" ]; then
         # -c: start with no jobs left from an earlier run.
-        slurmctld -c -f "$CONF" >&2 || die "slurmctld did not start; see $ROOT/log/slurmctld.log"
+        # The hook (if any) reads its daemon socket and kill switch from slurmctld's environment.
+        SLURM_ADVISOR_SOCKET=${SLURM_ADVISOR_TESTBED_SOCKET:-$ROOT/advisor.sock} \
+            SLURM_ADVISOR_KILL_SWITCH=$ROOT/advisor.disabled \
+            slurmctld -c -f "$CONF" >&2 || die "slurmctld did not start; see $ROOT/log/slurmctld.log"
     fi
     local n
     for n in "${NODES[@]}"; do

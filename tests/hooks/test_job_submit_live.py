@@ -1,0 +1,130 @@
+"""hooks/job_submit.lua inside a real slurmctld (the testbed started with SLURM_ADVISOR_TESTBED_HOOK).
+
+    SLURM_ADVISOR_TESTBED_HOOK=hooks/job_submit.lua .ci/slurm-testbed.sh start   # prints SLURM_CONF
+    SLURM_ADVISOR_TEST_SLURM=1 SLURM_CONF=... pytest -m slurm tests/hooks
+
+The fake daemon listens where the testbed told slurmctld to look (SLURM_ADVISOR_TESTBED_SOCKET,
+else $SLURM_ADVISOR_TESTBED_DIR/advisor.sock). Skipped unless SLURM_ADVISOR_TEST_SLURM is set; a
+set flag with a Slurm that does not answer fails; a testbed without the hook is skipped with why.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_advisor import PLACE, FakeAdvisor
+
+pytestmark = pytest.mark.slurm
+
+ROOT = Path(os.environ.get("SLURM_ADVISOR_TESTBED_DIR", "/tmp/slurm-advisor-testbed"))
+SOCKET = Path(os.environ.get("SLURM_ADVISOR_TESTBED_SOCKET", ROOT / "advisor.sock"))
+MARKER = "slurm-advisor: type=resnet50 ps=1 workers=3"
+REPLY = {**PLACE, "decision": "d-live0000001", "nodes": "n2,n3", "num_tasks": 4,
+         "layout": "ps=n2;worker=n2,n3,n3"}
+
+
+def slurm(*args: str, timeout_s: float = 30.0) -> str:
+    proc = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout_s, check=False)
+    if proc.returncode != 0:
+        raise AssertionError(f"{' '.join(args)}: exit {proc.returncode}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def hooked_slurm() -> None:
+    if not os.environ.get("SLURM_ADVISOR_TEST_SLURM"):
+        pytest.skip("needs the Slurm testbed: start .ci/slurm-testbed.sh with SLURM_ADVISOR_TESTBED_HOOK="
+                    "hooks/job_submit.lua and set SLURM_CONF and SLURM_ADVISOR_TEST_SLURM=1")
+    try:
+        config = slurm("scontrol", "show", "config")
+    except (AssertionError, OSError, subprocess.TimeoutExpired) as exc:
+        pytest.fail(f"SLURM_ADVISOR_TEST_SLURM is set but Slurm does not answer "
+                    f"(SLURM_CONF={os.environ.get('SLURM_CONF', 'unset')}): {exc}")
+    if not re.search(r"^JobSubmitPlugins\s*=\s*\S*lua", config, re.MULTILINE):
+        pytest.skip("the testbed at SLURM_CONF runs without the job submit hook: restart it with "
+                    "SLURM_ADVISOR_TESTBED_HOOK=hooks/job_submit.lua")
+    if (ROOT / "advisor.disabled").exists():
+        pytest.skip(f"the hook's kill switch {ROOT / 'advisor.disabled'} is on")
+
+
+@pytest.fixture
+def jobs(hooked_slurm: None) -> Iterator[list[str]]:
+    submitted: list[str] = []
+    yield submitted
+    if submitted:
+        subprocess.run(["scancel", *submitted], capture_output=True, check=False)
+
+
+def sbatch(jobs: list[str], *args: str) -> str:
+    job_id = slurm("sbatch", "--parsable", *args).strip().split(";")[0]
+    jobs.append(job_id)
+    return job_id
+
+
+def show_job(job_id: str) -> dict[str, str]:
+    text = slurm("scontrol", "show", "job", "-o", job_id)
+    return dict(re.findall(r"(?:^|\s)([A-Za-z][\w/:]*)=(\S*)", text))
+
+
+def wait_done(job_id: str, timeout_s: float = 60.0) -> dict[str, str]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job = show_job(job_id)
+        if job["JobState"] in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
+            return job
+        time.sleep(0.3)
+    raise AssertionError(f"job {job_id} did not end within {timeout_s} s: {show_job(job_id)}")
+
+
+def test_place_runs_where_the_daemon_says(jobs: list[str], tmp_path: Path) -> None:
+    daemon = FakeAdvisor(SOCKET)
+    daemon.reply_with(REPLY)
+    try:
+        out = tmp_path / "job.out"
+        job_id = sbatch(jobs, "--comment", MARKER, "-n", "4", "-o", str(out), "--wrap", "env")
+        job = wait_done(job_id)
+    finally:
+        daemon.close()
+    assert daemon.connections == 1
+    request = daemon.request_json()["job"]
+    assert request["comment"] == MARKER and request["num_tasks"] == 4
+    assert job["JobState"] == "COMPLETED", job
+    assert job["NodeList"] == "n[2-3]" and job["NumNodes"] == "2"
+    assert job["AdminComment"] == "slurm-advisor:d-live0000001"
+    assert f"Comment={MARKER} " in slurm("scontrol", "show", "job", "-o", job_id)  # the user's text kept
+    env = out.read_text()
+    assert "SLURM_ADVISOR_LAYOUT=ps=n2;worker=n2,n3,n3\n" in env
+    assert "SLURM_ADVISOR_DECISION=d-live0000001\n" in env
+
+
+def test_no_daemon_every_job_passes_unmodified_and_fast(jobs: list[str]) -> None:
+    assert not SOCKET.exists(), f"something listens at {SOCKET}"
+    took = []
+    for i in range(50):
+        start = time.monotonic()
+        sbatch(jobs, "--hold", "--comment", MARKER, "-n", "4", "--wrap", "true")
+        took.append(time.monotonic() - start)
+    assert len(jobs) == 50 and max(took) < 0.5, f"slowest sbatch {max(took):.3f} s"
+    for job_id in jobs:
+        job = show_job(job_id)
+        assert "AdminComment" not in job and job["ReqNodeList"] == "(null)", job  # scontrol omits an unset one
+        assert job["NumTasks"] == "4" and job["NumNodes"] == "1"
+
+
+def test_kill_switch_stops_the_hook(jobs: list[str]) -> None:
+    switch = ROOT / "advisor.disabled"
+    daemon = FakeAdvisor(SOCKET)
+    daemon.reply_with(REPLY)
+    switch.write_text("")
+    try:
+        job_id = sbatch(jobs, "--hold", "--comment", MARKER, "-n", "4", "--wrap", "true")
+    finally:
+        switch.unlink()
+        daemon.close()
+    assert daemon.connections == 0
+    assert "AdminComment" not in show_job(job_id)
