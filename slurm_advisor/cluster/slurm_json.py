@@ -187,7 +187,12 @@ def parse_sinfo(doc: Any) -> tuple[NodeReading, ...]:
             raise SourceError("sinfo --json of Slurm 23.02+ groups nodes (top-level 'sinfo'); "
                               "read 'scontrol --json show nodes' instead")
         raise SourceError("nodes: missing from the document")
-    return tuple(_node(n, i) for i, n in enumerate(nodes))
+    readings = tuple(_node(n, i) for i, n in enumerate(nodes))
+    names = [r.node.name for r in readings]
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise SourceError(f"nodes: listed twice: {', '.join(twice[:5])}")
+    return readings
 
 
 def _document_list(doc: Any, key: str) -> list | None:

@@ -121,6 +121,7 @@ def test_2405_nodes_and_jobs(fixture_json):
     ({"nodes": [{"name": "n1", "cpus": 8, "real_memory": 1, "state": 3}]}, "node n1: state"),
     ({"nodes": [{"cpus": 8}]}, r"nodes\[0\].name"),
     ({"errors": [{"error": "Unable to contact slurm controller"}], "nodes": []}, "Unable to contact"),
+    ({"nodes": [{"name": "n1", "cpus": 8, "real_memory": 1, "state": "idle"}] * 2}, "listed twice: n1"),
 ])
 def test_malformed_nodes(doc, field):
     with pytest.raises(SourceError, match=field):
