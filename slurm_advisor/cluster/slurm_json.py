@@ -56,7 +56,8 @@ class JobReading:
     cpus: int
     gpus: int
     mem_mb: int
-    cpus_on: Mapping[str, int]          # node -> CPUs allocated there; empty when squeue omits it
+    # node -> CPUs held there (cores, up to v0.0.40: only ever used as shares); empty when squeue omits it
+    cpus_on: Mapping[str, int]
     start_time: float
     time_limit_s: float | None
 
