@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -60,8 +61,11 @@ def jobs(hooked_slurm: None) -> Iterator[list[str]]:
         subprocess.run(["scancel", *submitted], capture_output=True, check=False)
 
 
-def sbatch(jobs: list[str], *args: str) -> str:
-    job_id = slurm("sbatch", "--parsable", *args).strip().split(";")[0]
+def sbatch(jobs: list[str], *args: str, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(["sbatch", "--parsable", *args], capture_output=True, text=True, timeout=30,
+                          check=False, env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, f"sbatch {' '.join(args)}: {proc.stderr.strip()}"
+    job_id = proc.stdout.strip().split(";")[0]
     jobs.append(job_id)
     return job_id
 
@@ -128,3 +132,51 @@ def test_kill_switch_stops_the_hook(jobs: list[str]) -> None:
         daemon.close()
     assert daemon.connections == 0
     assert "AdminComment" not in show_job(job_id)
+
+
+def test_request_carries_the_descriptor_fields(jobs: list[str]) -> None:
+    daemon = FakeAdvisor(SOCKET)
+    try:
+        sbatch(jobs, "--hold", "--comment", f'a "q" {MARKER}', "--mem-per-cpu=1000", "-c", "2",
+               "--gpus-per-task=1", "-t", "90", "-n", "4", "--wrap", "true")
+        sbatch(jobs, "--hold", "--comment", MARKER, "--mem=3G", "-N", "2", "-w", "n1,n2", "--gres=gpu:1",
+               "--wrap", "true")
+    finally:
+        daemon.close()
+    first, second = (daemon.request_json(i)["job"] for i in (0, 1))
+    assert first == {**first, "comment": f'a "q" {MARKER}', "num_tasks": 4, "cpus_per_task": 2,
+                     "pn_min_memory": 1000, "mem_per_cpu": True, "tres_per_task": "gres:gpu:1",
+                     "time_limit": 90, "min_nodes": None, "max_nodes": None, "req_nodes": None}
+    assert second == {**second, "num_tasks": None, "cpus_per_task": None, "pn_min_memory": 3072,
+                      "mem_per_cpu": False, "tres_per_node": "gres:gpu:1", "time_limit": None,
+                      "min_nodes": 2, "max_nodes": 2, "req_nodes": "n[1-2]"}
+
+
+def test_cli_filter_places_from_the_client(jobs: list[str], tmp_path: Path) -> None:
+    """cli_filter.lua in sbatch (a private copy of slurm.conf with CliFilterPlugins=lua); the
+    controller's hook is switched off meanwhile so that only the client asks."""
+    conf = Path(os.environ["SLURM_CONF"])
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "slurm.conf").write_text(conf.read_text() + "\nCliFilterPlugins=lua\n")
+    shutil.copy(conf.parent / "gres.conf", etc / "gres.conf")
+    for name in ("cli_filter.lua", "job_submit.lua"):
+        shutil.copy(Path(__file__).resolve().parents[2] / "hooks" / name, etc / name)
+    switch = ROOT / "advisor.disabled"
+    daemon = FakeAdvisor(SOCKET)
+    daemon.reply_with(REPLY)
+    switch.write_text("")
+    out = tmp_path / "job.out"
+    try:
+        job_id = sbatch(jobs, "--comment", MARKER, "-n", "4", "-o", str(out), "--wrap", "env",
+                        env={"SLURM_CONF": str(etc / "slurm.conf"), "SLURM_ADVISOR_SOCKET": str(SOCKET),
+                             "SLURM_ADVISOR_KILL_SWITCH": str(tmp_path / "off")})
+    finally:
+        switch.unlink()
+        daemon.close()
+    job = wait_done(job_id)
+    assert daemon.connections == 1
+    assert job["JobState"] == "COMPLETED" and job["NodeList"] == "n[2-3]", job
+    assert "AdminComment" not in job  # the client cannot set it
+    env = out.read_text()
+    assert "SLURM_ADVISOR_LAYOUT=ps=n2;worker=n2,n3,n3\n" in env and "SLURM_ADVISOR_DECISION=d-live0000001\n" in env
