@@ -5,6 +5,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -89,3 +90,40 @@ def status(socket_path) -> None:
 def mode(mode, socket_path) -> None:
     """Switch the daemon's mode at run time (root or the Slurm user)."""
     _ask(socket_path, "mode", mode=mode)
+
+
+@click.command()
+@click.option("--older-than", "older_than_s", type=float, help="Seconds pending before a job is unpinned "
+              "(default: the config's pin_bound_s, 300).")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="TOML config file.")
+@click.option("--dry-run", is_flag=True, help="List the jobs it would release; change nothing.")
+def release(older_than_s, config_file, dry_run) -> None:
+    """Unpin advised jobs pending too long: the daemon does this itself; run this from cron too, so
+    that no job stays pinned or capped when the daemon is down (examples/cron)."""
+    from slurm_advisor.daemon.queue import QueueError, SlurmQueue
+    from slurm_advisor.errors import InputError
+
+    config = load_config(config_file, os.environ, {"pin_bound_s": older_than_s})
+    queue = SlurmQueue(config.slurm_conf, config.command_timeout_s)
+    try:
+        stale = [j for j in queue.advised() if j.waiting and time.time() - j.submit_time > config.pin_bound_s]
+        for job in stale:
+            click.echo(f"{'would release' if dry_run else 'releasing'} job {job.job_id} ({job.decision})")
+            if not dry_run:
+                queue.release(job, *_user_node_counts(config.db, job.decision))
+    except QueueError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _user_node_counts(db: str, decision_id: str) -> tuple[int | None, int | None]:
+    """The --nodes the user asked for, from the decision log when there is one (else unknown)."""
+    from slurm_advisor.errors import InputError
+    from slurm_advisor.store import Store
+
+    try:
+        with Store.open(db, create=False) as store:
+            found = store.decision(decision_id)
+    except InputError:
+        return None, None
+    request = found.request if found else {}
+    return request.get("min_nodes"), request.get("max_nodes")

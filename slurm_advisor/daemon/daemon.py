@@ -107,7 +107,13 @@ class Daemon:
         self._recent[decision] = (fields.get("min_nodes"), fields.get("max_nodes"))
 
     def _user_node_counts(self, decision: str) -> tuple[int | None, int | None]:
-        return self._recent.get(decision, (None, None))
+        if decision in self._recent or self.store is None:
+            return self._recent.get(decision, (None, None))
+        try:  # decided before a restart: the decision log has the request
+            found = self.store.decision(decision)
+        except InputError:
+            return None, None
+        return (found.request.get("min_nodes"), found.request.get("max_nodes")) if found else (None, None)
 
 
 def _uids(user: str) -> frozenset[int]:

@@ -86,7 +86,8 @@ class Refresher:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=self.period_s + 15)
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.period_s + 15)
 
     def _run(self) -> None:
         while not self._stop.wait(self.period_s):

@@ -34,8 +34,9 @@ class DecisionWriter:
 
     def stop(self) -> None:
         """Write what is queued, then end the thread."""
-        self._queue.put(None)
-        self._thread.join(timeout=30)
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(timeout=30)
 
     def _run(self) -> None:
         stopping = False

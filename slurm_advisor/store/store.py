@@ -141,6 +141,12 @@ class Store:
         with self._guard("cannot read from"), self._sessions() as session:
             return [decision_from_dict(d) for d in session.scalars(query)]
 
+    def decision(self, decision_id: str) -> Decision | None:
+        query = select(DecisionRow.decision).where(DecisionRow.id == decision_id)
+        with self._guard("cannot read from"), self._sessions() as session:
+            found = session.scalar(query)
+        return None if found is None else decision_from_dict(found)
+
     def count_decisions(self) -> int:
         with self._guard("cannot read from"), self._sessions() as session:
             return int(session.scalar(select(func.count()).select_from(DecisionRow)) or 0)

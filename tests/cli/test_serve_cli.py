@@ -1,0 +1,77 @@
+"""`slurm-advisor serve` as admins run it: a process that serves, stops on SIGTERM, says what is wrong."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_advisor.daemon.client import DaemonUnavailable, call
+from slurm_advisor.store import Store
+
+CLI = [sys.executable, "-m", "slurm_advisor.cli"]
+JOB = {"comment": "slurm-advisor: type=resnet50 ps=1 workers=3", "num_tasks": 4, "cpus_per_task": 2,
+       "tres_per_task": "gres:gpu:1", "user_id": 0}
+
+
+def wait_for(path: Path, timeout_s: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            return call(path, "health", timeout_s=1.0)
+        except DaemonUnavailable:
+            time.sleep(0.1)
+    raise AssertionError(f"daemon did not answer on {path} within {timeout_s} s")
+
+
+@pytest.mark.parametrize("policy", ["slurm-default", "learned"])
+def test_serve_answers_then_stops_cleanly_on_sigterm(tmp_path, policy):
+    sock, db = tmp_path / "run" / "advisor.sock", tmp_path / "advisor.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_ADVISOR_")}
+    proc = subprocess.Popen([*CLI, "serve", "--source", "simulated", "--socket", str(sock), "--db", str(db),
+                             "--policy", policy, "--refresh-s", "0.2"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(sock)["mode"] == "advise"
+        reply = call(sock, "advise", job=JOB)
+        assert reply["action"] == "place" and reply["layout"].startswith("ps=")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "stopped" in err and not sock.exists()
+    with Store.open(str(db), create=False) as store:
+        assert [d.id for d in store.load_decisions()] == [reply["decision"]]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--config", "/nonexistent/config.toml"], "cannot read config"),
+    (["--policy", "best"], "unknown policy 'best'"),
+    (["--source", "simulated", "--cluster", "/nonexistent.toml"], "/nonexistent.toml"),
+])
+def test_bad_settings_are_one_line_and_exit_2(tmp_path, args, message):
+    proc = subprocess.run([*CLI, "serve", "--socket", str(tmp_path / "a.sock"), "--db", str(tmp_path / "a.db"),
+                           "--source", "simulated", *args], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_a_live_daemon_socket_is_not_taken_over(tmp_path):
+    sock = tmp_path / "advisor.sock"
+    first = subprocess.Popen([*CLI, "serve", "--source", "simulated", "--policy", "slurm-default",
+                              "--socket", str(sock), "--db", str(tmp_path / "a.db")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(sock)
+        second = subprocess.run([*CLI, "serve", "--source", "simulated", "--policy", "slurm-default",
+                                 "--socket", str(sock), "--db", str(tmp_path / "b.db")],
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert second.returncode == 2 and "another daemon already listens" in second.stderr
+        assert call(sock, "health")["ok"]
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=30)
