@@ -37,6 +37,8 @@ def layout(fmt: str, ps: int | None, task_index: int | None, node: str | None, b
     """
     env = os.environ
     job = lay.from_env(env, ps=ps)
+    if job.warning:
+        click.echo(f"warning: {job.warning}", err=True)
     if fmt == "shell":
         click.echo(lay.shell(job, env, base_port), nl=False)
     elif fmt == "hostfile":

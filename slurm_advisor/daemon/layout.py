@@ -22,6 +22,8 @@ from slurm_advisor.errors import InputError
 
 ENV_NODELIST = "SLURM_JOB_NODELIST"
 ENV_TASKS_PER_NODE = "SLURM_TASKS_PER_NODE"
+ENV_STEP_NODELIST = "SLURM_STEP_NODELIST"
+ENV_STEP_TASKS_PER_NODE = "SLURM_STEP_TASKS_PER_NODE"
 ENV_PS = "SLURM_ADVISOR_PS"
 ENV_PROCID = "SLURM_PROCID"
 ENV_NODENAME = "SLURMD_NODENAME"
@@ -45,6 +47,7 @@ class JobLayout:
     workers: tuple[str, ...]
     source: str  # "advisor": from SLURM_ADVISOR_LAYOUT; "slurm": from Slurm's allocation
     decision: str | None = None  # SLURM_ADVISOR_DECISION (also set when the advisor only capped nodes)
+    warning: str | None = None  # why an advised layout was set aside
 
     @property
     def tasks(self) -> tuple[str, ...]:
@@ -68,49 +71,63 @@ class JobLayout:
 # -- reading -----------------------------------------------------------------------------------------
 def from_env(env: Mapping[str, str], ps: int | None = None) -> JobLayout:
     """The job's layout: the advised one when ``SLURM_ADVISOR_LAYOUT`` is set, else Slurm's allocation
-    with ``ps`` PS tasks (the argument, else ``SLURM_ADVISOR_PS``, else 0) taken first."""
+    with ``ps`` PS tasks (the argument, else ``SLURM_ADVISOR_PS``, else 0) taken first.
+
+    A well-formed layout naming a node outside the job's allocation was not made for this job (sbatch
+    exports the submitting shell's environment, so a job submitted from an advised job inherits its
+    layout): it is set aside with a ``warning`` and the allocation is used, so the job still runs."""
     decision = env.get(ENV_DECISION) or None
+    warning = None
     if env.get(ENV_LAYOUT, "").strip():
-        return _advised(env, decision)
+        layout = _advised(env, decision)
+        outside = _outside_allocation(layout, env)
+        if not outside:
+            return layout
+        warning = (f"{ENV_LAYOUT} names node {outside}, which is not in this job's allocation "
+                   f"({ENV_NODELIST}={env[ENV_NODELIST]}): not made for this job; using Slurm's allocation")
     nodes = _allocation(env)
     count = _ps_count(env, ps)
     if count >= len(nodes):
         raise InputError(f"{_ps_source(env, ps)}: {count} PS tasks leave no worker among the "
                          f"job's {len(nodes)} tasks")
-    return JobLayout(tuple(nodes[:count]), tuple(nodes[count:]), source="slurm", decision=decision)
+    return JobLayout(tuple(nodes[:count]), tuple(nodes[count:]), "slurm", decision, warning)
 
 
 def _advised(env: Mapping[str, str], decision: str | None) -> JobLayout:
-    text = env[ENV_LAYOUT]
     try:
-        roles = parse_layout(text)
+        roles = parse_layout(env[ENV_LAYOUT])
     except ProtocolError as exc:
         raise InputError(str(exc)) from None
     for nodes in roles.values():
         for node in nodes:
             _check_name(node, ENV_LAYOUT)
-    layout = JobLayout(tuple(roles.get("ps", ())), tuple(roles["worker"]), source="advisor", decision=decision)
-    if env.get(ENV_NODELIST):
-        allocated = set(expand_hostlist(env[ENV_NODELIST], ENV_NODELIST))
-        outside = [n for n in layout.tasks_per_node if n not in allocated]
-        if outside:
-            raise InputError(f"{ENV_LAYOUT}: node {outside[0]} is not in the job's allocation "
-                             f"({ENV_NODELIST}={env[ENV_NODELIST]})")
-    return layout
+    return JobLayout(tuple(roles.get("ps", ())), tuple(roles["worker"]), "advisor", decision)
+
+
+def _outside_allocation(layout: JobLayout, env: Mapping[str, str]) -> str | None:
+    """The first node of ``layout`` that the job was not allocated (None: all were, or no job)."""
+    if not env.get(ENV_NODELIST, "").strip():
+        return None
+    allocated = set(expand_hostlist(env[ENV_NODELIST], ENV_NODELIST))
+    return next((node for node in layout.tasks_per_node if node not in allocated), None)
 
 
 def _allocation(env: Mapping[str, str]) -> list[str]:
-    """One node name per task, in Slurm's node order."""
-    spec = env.get(ENV_NODELIST, "").strip()
+    """One node name per task, in Slurm's node order: the job's, or inside an srun step the step's
+    (whose SLURM_TASKS_PER_NODE counts the step's nodes only)."""
+    in_step = bool(env.get(ENV_STEP_NODELIST, "").strip())
+    list_var = ENV_STEP_NODELIST if in_step else ENV_NODELIST
+    count_var = ENV_STEP_TASKS_PER_NODE if in_step and env.get(ENV_STEP_TASKS_PER_NODE) else ENV_TASKS_PER_NODE
+    spec = env.get(list_var, "").strip()
     if not spec:
         raise InputError(f"{ENV_NODELIST} is not set: run inside a Slurm job, or set {ENV_LAYOUT}")
-    nodes = expand_hostlist(spec, ENV_NODELIST)
-    if not env.get(ENV_TASKS_PER_NODE, "").strip():
-        raise InputError(f"{ENV_TASKS_PER_NODE} is not set, though {ENV_NODELIST} is: run inside a Slurm job")
-    counts = expand_task_counts(env[ENV_TASKS_PER_NODE])
+    nodes = expand_hostlist(spec, list_var)
+    if not env.get(count_var, "").strip():
+        raise InputError(f"{count_var} is not set, though {list_var} is: run inside a Slurm job")
+    counts = expand_task_counts(env[count_var], count_var)
     if len(counts) != len(nodes):
-        raise InputError(f"{ENV_TASKS_PER_NODE}={env.get(ENV_TASKS_PER_NODE)!r} counts {len(counts)} nodes, "
-                         f"{ENV_NODELIST}={spec!r} names {len(nodes)}")
+        raise InputError(f"{count_var}={env[count_var]!r} counts {len(counts)} nodes, "
+                         f"{list_var}={spec!r} names {len(nodes)}")
     return [node for node, count in zip(nodes, counts) for _ in range(count)]
 
 
@@ -197,17 +214,17 @@ def _expand_ranges(text: str, spec: str, variable: str) -> list[str]:
     return out
 
 
-def expand_task_counts(spec: str) -> list[int]:
+def expand_task_counts(spec: str, variable: str = ENV_TASKS_PER_NODE) -> list[int]:
     """Slurm's tasks per node, ``2(x3),1`` -> [2, 2, 2, 1]."""
     counts: list[int] = []
     for part in spec.strip().split(","):
         match = _TASK_COUNT.fullmatch(part.strip())
         if match is None or int(match.group(1)) < 1 or match.group(2) == "0":
-            raise InputError(f"{ENV_TASKS_PER_NODE}: bad task count {part!r} in {spec!r}; "
+            raise InputError(f"{variable}: bad task count {part!r} in {spec!r}; "
                              "expected e.g. 2(x3),1")
         repeat = int(match.group(2) or 1)
         if len(counts) + repeat > MAX_HOSTS:
-            raise InputError(f"{ENV_TASKS_PER_NODE}: {spec!r} counts more than {MAX_HOSTS} nodes")
+            raise InputError(f"{variable}: {spec!r} counts more than {MAX_HOSTS} nodes")
         counts += [int(match.group(1))] * repeat
     return counts
 
@@ -298,7 +315,8 @@ def torchrun_args(layout: JobLayout, node: str, env: Mapping[str, str],
 
 def as_json(layout: JobLayout) -> str:
     return json.dumps({"source": layout.source, "decision": layout.decision, "ps": list(layout.ps),
-                       "worker": list(layout.workers), "tasks_per_node": layout.tasks_per_node})
+                       "worker": list(layout.workers), "tasks_per_node": layout.tasks_per_node,
+                       "warning": layout.warning})
 
 
 def _port(base_port: int, rank: int) -> int:

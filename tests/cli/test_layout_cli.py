@@ -14,7 +14,8 @@ if "layout" not in cli.commands:
 
 #: Every variable the command reads, unset unless a test sets it (the tests may run inside a job).
 _CLEAR = dict.fromkeys(("SLURM_ADVISOR_LAYOUT", "SLURM_ADVISOR_DECISION", "SLURM_ADVISOR_PS",
-                        "SLURM_JOB_NODELIST", "SLURM_TASKS_PER_NODE", "SLURM_PROCID", "SLURMD_NODENAME",
+                        "SLURM_JOB_NODELIST", "SLURM_TASKS_PER_NODE", "SLURM_STEP_NODELIST",
+                        "SLURM_STEP_TASKS_PER_NODE", "SLURM_PROCID", "SLURMD_NODENAME",
                         "SLURM_ADVISOR_ADDR_n1", "SLURM_ADVISOR_ADDR_n3"))
 ADVISED = {"SLURM_ADVISOR_LAYOUT": "ps=n1;worker=n1,n3,n3", "SLURM_ADVISOR_DECISION": "d-5f0c2a9e41b7",
            "SLURM_JOB_NODELIST": "n[1,3]", "SLURM_TASKS_PER_NODE": "3,1"}
@@ -40,7 +41,14 @@ def test_hostfile_of_an_unadvised_job_with_ps() -> None:
     assert _run(env, "--format", "hostfile") == (0, "n1\nn1\nn1\nn3\n", "")
     assert _run({**env, "SLURM_ADVISOR_PS": "2"}, "--format", "json")[1] == (
         '{"source": "slurm", "decision": null, "ps": ["n1", "n1"], "worker": ["n1", "n3"], '
-        '"tasks_per_node": {"n1": 3, "n3": 1}}\n')
+        '"tasks_per_node": {"n1": 3, "n3": 1}, "warning": null}\n')
+
+
+def test_a_layout_from_another_job_is_set_aside_with_a_warning() -> None:
+    env = {**ADVISED, "SLURM_JOB_NODELIST": "n2", "SLURM_TASKS_PER_NODE": "2"}
+    assert _run(env, "--format", "hostfile", "--ps", "1") == (
+        0, "n2\nn2\n", ("warning: SLURM_ADVISOR_LAYOUT names node n1, which is not in this job's allocation "
+                        "(SLURM_JOB_NODELIST=n2): not made for this job; using Slurm's allocation\n"))
 
 
 def test_tf_config_from_procid_or_task_index() -> None:

@@ -110,10 +110,22 @@ def test_hostile_or_malformed_layout_is_refused(text: str, says: str) -> None:
     assert str(err.value).startswith(says)
 
 
-def test_layout_outside_the_allocation_is_refused() -> None:
-    with pytest.raises(InputError, match=r"^SLURM_ADVISOR_LAYOUT: node n3 is not in the job's allocation "
-                                         r"\(SLURM_JOB_NODELIST=n\[1-2\]\)$"):
-        from_env({**ADVISED, "SLURM_JOB_NODELIST": "n[1-2]"})
+def test_layout_not_made_for_this_job_gives_way_to_the_allocation() -> None:
+    """A job submitted from an advised job inherits its SLURM_ADVISOR_LAYOUT: it must still run."""
+    job = from_env({**ADVISED, "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_TASKS_PER_NODE": "1(x2)"}, ps=1)
+    assert (job.ps, job.workers, job.source) == (("n1",), ("n2",), "slurm")
+    assert job.warning == ("SLURM_ADVISOR_LAYOUT names node n3, which is not in this job's allocation "
+                           "(SLURM_JOB_NODELIST=n[1-2]): not made for this job; using Slurm's allocation")
+    assert from_env({**ADVISED, "SLURM_JOB_NODELIST": "n[1-3]"}).warning is None
+
+
+def test_inside_an_srun_step_the_steps_tasks_are_counted() -> None:
+    env = {"SLURM_JOB_NODELIST": "n[1,3]", "SLURM_TASKS_PER_NODE": "1", "SLURM_STEP_NODELIST": "n3",
+           "SLURM_STEP_TASKS_PER_NODE": "2"}
+    assert from_env(env, ps=1).tasks == ("n3", "n3")
+    with pytest.raises(InputError, match="^SLURM_STEP_TASKS_PER_NODE='2,2' counts 2 nodes, "
+                                         "SLURM_STEP_NODELIST='n3' names 1$"):
+        from_env({**env, "SLURM_STEP_TASKS_PER_NODE": "2,2"})
 
 
 def test_shell_lines_round_trip_through_bash() -> None:
@@ -195,4 +207,4 @@ def test_address_override_is_checked() -> None:
 def test_json() -> None:
     assert json.loads(as_json(from_env(ADVISED))) == {
         "source": "advisor", "decision": "d-5f0c2a9e41b7", "ps": ["n1"], "worker": ["n1", "n3", "n3"],
-        "tasks_per_node": {"n1": 2, "n3": 2}}
+        "tasks_per_node": {"n1": 2, "n3": 2}, "warning": None}
