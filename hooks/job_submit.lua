@@ -14,6 +14,9 @@ Settings (slurmctld's own environment overrides each):
   SLURM_ADVISOR_SOCKET       the daemon's Unix socket   (/run/slurm-advisor/advisor.sock)
   SLURM_ADVISOR_TIMEOUT      seconds for the exchange    (0.2)
   SLURM_ADVISOR_KILL_SWITCH  while this file exists the hook does nothing (/etc/slurm-advisor/disabled)
+  SLURM_ADVISOR_BACKOFF      after an exchange that used half the timeout or more and failed, no
+                             exchange for this many seconds (5; 0: never back off), so that a
+                             hung daemon costs the controller TIMEOUT_S once, not on every job
 
 Install with hooks/install.sh (syntax and load check, then an atomic rename); slurmctld reloads
 the script when its mtime changes. Needs lua-socket (Debian: lua-socket); without it every job
@@ -24,6 +27,7 @@ the global `slurm_advisor` holds the client (read_job, advise, encode, decode).
 local DEFAULT_SOCKET = "/run/slurm-advisor/advisor.sock"
 local DEFAULT_TIMEOUT_S = 0.2
 local DEFAULT_KILL_SWITCH = "/etc/slurm-advisor/disabled"
+local DEFAULT_BACKOFF_S = 5
 
 local MARKER = "slurm-advisor:"
 local MAX_LINE = 64 * 1024          -- the protocol's limit on one line, either way
@@ -37,12 +41,18 @@ end
 
 local SOCKET = setting("SLURM_ADVISOR_SOCKET", DEFAULT_SOCKET)
 local KILL_SWITCH = setting("SLURM_ADVISOR_KILL_SWITCH", DEFAULT_KILL_SWITCH)
-local TIMEOUT_S = tonumber(setting("SLURM_ADVISOR_TIMEOUT", DEFAULT_TIMEOUT_S))
-if TIMEOUT_S == nil or TIMEOUT_S <= 0 or TIMEOUT_S > 10 then
-    slurm.log_error("%s", "slurm-advisor: SLURM_ADVISOR_TIMEOUT must be seconds in (0, 10]; using "
-                          .. DEFAULT_TIMEOUT_S)
-    TIMEOUT_S = DEFAULT_TIMEOUT_S
+local function seconds_setting(name, default, low, high)
+    local value = tonumber(setting(name, default))
+    if value == nil or value < low or value > high then
+        slurm.log_error("%s", "slurm-advisor: " .. name .. " must be seconds in [" .. low .. ", " .. high
+                              .. "]; using " .. default)
+        return default
+    end
+    return value
 end
+
+local TIMEOUT_S = seconds_setting("SLURM_ADVISOR_TIMEOUT", DEFAULT_TIMEOUT_S, 0.001, 10)
+local BACKOFF_S = seconds_setting("SLURM_ADVISOR_BACKOFF", DEFAULT_BACKOFF_S, 0, 3600)
 
 local have_socket, unix = pcall(require, "socket.unix")
 local have_core, core = pcall(require, "socket.core")
@@ -218,9 +228,15 @@ local function read_line(sock, deadline)
     end
 end
 
+local quiet_until = 0  -- no exchange before this time (set after a slow failure)
+
 local function exchange(line)
     if SOCKET_MISSING then return nil, SOCKET_MISSING end
-    local deadline = core.gettime() + TIMEOUT_S
+    local started = core.gettime()
+    if started < quiet_until then
+        return nil, string.format("backing off for %.1f s more after a slow failure", quiet_until - started)
+    end
+    local deadline = started + TIMEOUT_S
     local sock, err = unix.stream()
     if sock == nil then return nil, "socket: " .. tostring(err) end
     local ok, reply, why = pcall(function()
@@ -233,7 +249,10 @@ local function exchange(line)
         return read_line(sock, deadline)
     end)
     sock:close()
-    if not ok then return nil, "client error: " .. tostring(reply) end
+    if not ok then reply, why = nil, "client error: " .. tostring(reply) end
+    if reply == nil and BACKOFF_S > 0 and core.gettime() - started >= TIMEOUT_S / 2 then
+        quiet_until = core.gettime() + BACKOFF_S
+    end
     return reply, why
 end
 

@@ -214,6 +214,17 @@ def test_slow_daemon_is_cut_at_the_timeout(run_hook, daemon: FakeAdvisor) -> Non
     assert "no reply within" in result["logs"][0]
 
 
+@pytest.mark.parametrize("backoff, connections", [(None, 1), ("0", 3)])
+def test_a_timeout_backs_off(run_hook, daemon: FakeAdvisor, backoff: str | None, connections: int) -> None:
+    """After a timed-out exchange the next jobs pass at once, without a connection (unless BACKOFF=0)."""
+    daemon.reply_with(PLACE, delay_s=1.0)
+    result = run_hook(MARKED, "bench", HOOK, "3", env={"SLURM_ADVISOR_BACKOFF": backoff} if backoff else None)
+    assert daemon.connections == connections and result["log_count"] == 3
+    assert result["max_ms"] < TIMEOUT_S * 1000 + 50
+    if backoff is None:
+        assert "backing off for " in result["logs"][1] and result["mean_ms"] < TIMEOUT_S * 1000 / 3 + 20
+
+
 def test_close_without_reply(run_hook, daemon: FakeAdvisor) -> None:
     daemon.behaviour = close_silently
     result = run_hook(MARKED)
