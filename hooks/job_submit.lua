@@ -58,7 +58,8 @@ local have_socket, unix = pcall(require, "socket.unix")
 local have_core, core = pcall(require, "socket.core")
 local SOCKET_MISSING = nil
 if not (have_socket and have_core) then
-    SOCKET_MISSING = "lua-socket not available (" .. tostring(have_socket and core or unix) .. ")"
+    local why = tostring(have_socket and core or unix):gsub("%s+", " "):sub(1, 300)
+    SOCKET_MISSING = "lua-socket not available (" .. why .. ")"
     slurm.log_error("%s", "slurm-advisor: " .. SOCKET_MISSING .. "; every job passes unmodified")
 end
 
@@ -73,8 +74,8 @@ local function quote(text)
 end
 
 ------------------------------------------------------------------------------------------------
--- JSON: an encoder for flat objects of strings, numbers, booleans and null; a decoder for the
--- flat reply object. Both refuse what they do not handle rather than guess.
+-- JSON: an encoder for objects of strings, numbers, booleans and null (and the request's one
+-- nested object, `job`); a decoder for the flat reply object. Both refuse what they do not handle rather than guess.
 
 -- Raise `message` without a file:line prefix (it is logged as the reason).
 local function fail(message) error(message, 0) end
