@@ -118,7 +118,11 @@ local UNESCAPES = { ['"'] = '"', ['\\'] = '\\', ['/'] = '/', b = '\b', f = '\f',
 local function utf8_char(code)
     if code < 0x80 then return string.char(code) end
     if code < 0x800 then return string.char(0xC0 + math.floor(code / 64), 0x80 + code % 64) end
-    return string.char(0xE0 + math.floor(code / 4096), 0x80 + math.floor(code / 64) % 64, 0x80 + code % 64)
+    if code < 0x10000 then
+        return string.char(0xE0 + math.floor(code / 4096), 0x80 + math.floor(code / 64) % 64, 0x80 + code % 64)
+    end
+    return string.char(0xF0 + math.floor(code / 262144), 0x80 + math.floor(code / 4096) % 64,
+                       0x80 + math.floor(code / 64) % 64, 0x80 + code % 64)
 end
 
 local function decode_string(s, i)  -- s:sub(i, i) is the opening quote
@@ -138,9 +142,16 @@ local function decode_string(s, i)  -- s:sub(i, i) is the opening quote
             local hex = s:match("^%x%x%x%x", j + 2)
             if hex == nil then fail("bad \\u escape") end
             local code = tonumber(hex, 16)
-            if code >= 0xD800 and code <= 0xDFFF then fail("surrogate \\u escape") end
-            out[#out + 1] = utf8_char(code)
             pos = j + 6
+            if code >= 0xD800 and code <= 0xDBFF then  -- a surrogate pair: one code point
+                local low = s:match("^\\u([dD][c-fC-F]%x%x)", pos)
+                if low == nil then fail("lone surrogate \\u escape") end
+                code = 0x10000 + (code - 0xD800) * 1024 + (tonumber(low, 16) - 0xDC00)
+                pos = pos + 6
+            elseif code >= 0xDC00 and code <= 0xDFFF then
+                fail("lone surrogate \\u escape")
+            end
+            out[#out + 1] = utf8_char(code)
         else
             fail("bad escape \\" .. e)
         end

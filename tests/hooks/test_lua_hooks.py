@@ -130,6 +130,12 @@ def test_unset_fields_are_null_and_mem_per_node_is_not_per_cpu(run_hook, daemon:
     assert job["min_nodes"] == 2 and job["max_nodes"] == 2 and job["name"] is None
 
 
+def test_escaped_text_in_a_reply_is_read(run_hook, daemon: FakeAdvisor) -> None:
+    """json.dumps writes non-ASCII as \\u escapes, beyond the BMP as surrogate pairs."""
+    daemon.reply_with({**PLACE, "reason": 'é 中 😀 "q" \\ \n\t/', "extra": 1.5e-3})
+    assert writes(run_hook(MARKED))["req_nodes"] == "n1,n3"
+
+
 def test_cap_writes_max_nodes_switches_and_seconds(run_hook, daemon: FakeAdvisor) -> None:
     daemon.reply_with(CAP)
     assert writes(run_hook(MARKED)) == {
