@@ -4,10 +4,14 @@ Between the hook's answer and the job's start, Slurm's own view (sinfo) does not
 so without claims two quick submissions would both be pinned to the same free GPUs. A claim
 holds an advised job's demand per node until the job shows up running (its allocation is then in
 the snapshot itself), leaves the queue, or the bound passes.
+
+The claims are also kept summed per node, so subtracting them costs one vectorised O(nodes)
+step per request however many there are (a burst of submissions makes hundreds).
 """
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -19,47 +23,77 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Placement
 @dataclass(frozen=True)
 class Claim:
     decision: str
-    rows: np.ndarray      # node indices
-    demand: np.ndarray    # (len(rows), 3): cpus, gpus, mem_mb on each
+    nodes: tuple[str, ...]
+    demand: np.ndarray    # (len(nodes), 3): cpus, gpus, mem_mb on each
     expires: float
 
 
 class Claims:
-    """Thread-safe claims by decision id. Every operation is O(claims x nodes they touch)."""
+    """Thread-safe claims by decision id, in expiry order (one bound for all: insertion order)."""
 
     def __init__(self, ttl_s: float):
         self.ttl_s = ttl_s
-        self._claims: dict[str, Claim] = {}
+        self._claims: OrderedDict[str, Claim] = OrderedDict()
         self._lock = threading.Lock()
+        self._layout = None           # the node layout ``_total`` is indexed by
+        self._total: np.ndarray | None = None
 
     def add(self, decision: str, snapshot: ClusterSnapshot, job: Job, placement: Placement, now: float) -> None:
         per_node = placement.demand_per_node(job)
-        rows = np.array([snapshot.index(n) for n in per_node], dtype=np.int64)
         demand = np.array([[d.cpus, d.gpus, d.mem_mb] for d in per_node.values()], dtype=np.int64).reshape(-1, 3)
+        claim = Claim(decision, tuple(per_node), demand, now + self.ttl_s)
         with self._lock:
-            self._claims[decision] = Claim(decision, rows, demand, now + self.ttl_s)
+            self._drop(self._claims.pop(decision, None))
+            self._claims[decision] = claim
+            if self._layout is snapshot.layout and self._total is not None:
+                self._sum(claim, +1)
 
-    def apply(self, free: np.ndarray, now: float) -> np.ndarray:
-        """``free`` less every live claim (never below zero: Slurm's view may already show some)."""
+    def apply(self, snapshot: ClusterSnapshot, now: float) -> np.ndarray:
+        """The snapshot's free capacity less every live claim (never below zero: Slurm's view may
+        already show some of them)."""
+        free = snapshot.free_array()
         with self._lock:
-            live = [c for c in self._claims.values() if c.expires > now]
-        if not live:
-            return free
-        out = np.array(free, dtype=np.int64)
-        for claim in live:
-            np.subtract.at(out, claim.rows, claim.demand)
-        np.maximum(out, 0, out=out)
-        return out
+            self._expire(now)
+            if not self._claims:
+                return free
+            if self._layout is not snapshot.layout or self._total is None:
+                self._rebuild(snapshot)
+            return np.maximum(free - self._total, 0)
 
     def settle(self, started: Iterable[str], now: float) -> int:
         """Drop the claims of jobs now started (or gone) and the expired ones; returns how many."""
-        done = set(started)
         with self._lock:
-            drop = [d for d, c in self._claims.items() if d in done or c.expires <= now]
-            for decision in drop:
-                del self._claims[decision]
-        return len(drop)
+            before = len(self._claims)
+            for decision in set(started):
+                self._drop(self._claims.pop(decision, None))
+            self._expire(now)
+            return before - len(self._claims)
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._claims)
+
+    # -- under the lock ---------------------------------------------------------------------
+    def _expire(self, now: float) -> None:
+        while self._claims:
+            decision, claim = next(iter(self._claims.items()))
+            if claim.expires > now:
+                return
+            del self._claims[decision]
+            self._drop(claim)
+
+    def _drop(self, claim: Claim | None) -> None:
+        if claim is not None and self._total is not None:
+            self._sum(claim, -1)
+
+    def _sum(self, claim: Claim, sign: int) -> None:
+        index = self._layout.index
+        rows = [index.get(n) for n in claim.nodes]
+        keep = [i for i, r in enumerate(rows) if r is not None]  # a node gone from the cluster
+        np.add.at(self._total, np.array([rows[i] for i in keep], dtype=np.int64), sign * claim.demand[keep])
+
+    def _rebuild(self, snapshot: ClusterSnapshot) -> None:
+        self._layout = snapshot.layout
+        self._total = np.zeros((len(snapshot.nodes), 3), dtype=np.int64)
+        for claim in self._claims.values():
+            self._sum(claim, +1)

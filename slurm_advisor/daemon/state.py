@@ -60,7 +60,7 @@ class DaemonState:
             snap = self._snapshot
         if snap is None:
             return None
-        free = self.claims.apply(snap.free_array(), time.monotonic())
+        free = self.claims.apply(snap, time.monotonic())
         return snap if free is snap.free_array() else snap.with_free(free)
 
     def snapshot_age_s(self) -> float | None:

@@ -1,0 +1,179 @@
+"""Advice round trip through the daemon's socket: p50/p99 per cluster size and policy, and sustained
+advices per second.
+
+The daemon runs in its own process (as in production), over a simulated cluster built as in
+benchmarks/decision_time.py (16, 1,000 and 10,000 nodes shaped like examples/clusters/16x8.toml,
+~60 % of the GPUs taken by slurm-default's placements of the benchmark mixes, fragmented). It
+records every decision into a SQLite store, as deployed. The client does what job_submit.lua
+does: a new connection per request, one line out, one line back. Requests are the benchmark
+mixes' jobs as the hook sends them (uniform per-task demand, the job's worker shape). Claims
+last 1 s, so the load stays near its level instead of filling up with promised capacity.
+
+    python benchmarks/advice_latency.py [--sizes 16,1000,10000] [--requests 500] [--seconds 5]
+
+Columns: round-trip p50/p99/max (ms) over sequential requests; advices/s with one client (the
+hook is serialised by slurmctld's Lua lock) and with two client processes; the share answered
+"place". Targets: p99 <= 2 ms at 1,000 nodes, <= 20 ms at 10,000; >= 1,000 advices/s.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from decision_time import job_stream, loaded_snapshot, make_cluster
+
+from slurm_advisor.daemon.client import DaemonUnavailable, call
+
+REPO = Path(__file__).resolve().parents[1]
+POLICIES = ("slurm-default", "learned")
+TARGET_P99_MS = {1000: 2.0, 10000: 20.0}
+TARGET_PER_S = 1000
+
+
+def hook_fields(job) -> dict:
+    d = job.worker_demand
+    return {"comment": f"slurm-advisor: type={job.type} ps={job.num_ps} workers={job.num_workers}",
+            "num_tasks": job.num_tasks, "cpus_per_task": d.cpus, "pn_min_memory": d.mem_mb, "mem_per_cpu": False,
+            "tres_per_task": f"gres:gpu:{d.gpus}" if d.gpus else None, "user_id": 0, "name": job.id,
+            "time_limit": 600, "min_nodes": None, "max_nodes": None}
+
+
+# -- the daemon process ---------------------------------------------------------------------
+class LoadedSource:
+    name = "simulated"
+
+    def __init__(self, snapshot):
+        self._snapshot = snapshot
+
+    def snapshot(self):
+        return self._snapshot
+
+
+def serve(nodes: int, policy: str, socket_path: Path, db: Path) -> None:
+    from slurm_advisor.advisor import Advisor
+    from slurm_advisor.daemon.config import DaemonConfig
+    from slurm_advisor.daemon.daemon import Daemon, model_version
+    from slurm_advisor.daemon.expressible import express
+    from slurm_advisor.daemon.queue import NoQueue
+    from slurm_advisor.daemon.server import AdvisorServer
+    from slurm_advisor.daemon.service import AdviceService
+    from slurm_advisor.policies import make_policy
+    from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+    from slurm_advisor.store import Store
+
+    snapshot = loaded_snapshot(make_cluster(nodes))
+    config = replace(DaemonConfig(), socket=socket_path, db=str(db), claim_ttl_s=1.0, refresh_s=1.0)
+    fallback = SlurmDefaultPolicy() if policy == "learned" else None
+    service = AdviceService(Advisor(make_policy(policy), fallback=fallback), express,
+                            model_version=model_version(None) if policy == "learned" else None, has_switches=True)
+    daemon = Daemon(config, LoadedSource(snapshot), NoQueue(), service, Store.open(str(db)))
+    server = AdvisorServer(socket_path, daemon.dispatcher(), 2.0)
+    daemon.start()
+    signal.signal(signal.SIGTERM, lambda *_: (server.server_close(), daemon.stop(), os._exit(0)))
+    print(f"ready {len(snapshot.running)}", flush=True)
+    server.serve_forever(poll_interval=0.2)
+
+
+# -- the client -----------------------------------------------------------------------------
+def round_trips(path: Path, requests: list[dict]) -> tuple[list[float], int]:
+    times, placed = [], 0
+    for fields in requests:
+        t0 = time.perf_counter()
+        reply = call(path, "advise", job=fields)
+        times.append(time.perf_counter() - t0)
+        placed += reply.get("action") == "place"
+    return times, placed
+
+
+def _sustain(path: str, requests: list[dict], seconds: float, out) -> None:
+    done, deadline, i = 0, time.monotonic() + seconds, 0
+    while time.monotonic() < deadline:
+        call(path, "advise", job=requests[i % len(requests)])
+        done, i = done + 1, i + 1
+    out.put(done)
+
+
+def sustained(path: Path, requests: list[dict], seconds: float, clients: int) -> float:
+    out = multiprocessing.Queue()
+    procs = [multiprocessing.Process(target=_sustain, args=(str(path), requests[k::clients], seconds, out))
+             for k in range(clients)]
+    for p in procs:
+        p.start()
+    total = sum(out.get() for _ in procs)
+    for p in procs:
+        p.join()
+    return total / seconds
+
+
+def measure(nodes: int, policy: str, n_requests: int, seconds: float) -> dict:
+    with tempfile.TemporaryDirectory(prefix="advice-bench-") as tmp:
+        sock, db = Path(tmp) / "advisor.sock", Path(tmp) / "advisor.db"
+        child = subprocess.Popen([sys.executable, __file__, "--serve", str(nodes), "--policy", policy,
+                                  "--socket", str(sock), "--db", str(db)], stdout=subprocess.PIPE, text=True)
+        try:
+            running = int(child.stdout.readline().split()[1])
+            requests = [hook_fields(j) for j in job_stream(n_requests, 11_000 + nodes)]
+            round_trips(sock, requests[:30])  # warm up: first torch calls, SQLite file creation
+            times, placed = round_trips(sock, requests)
+            one = sustained(sock, requests, seconds, 1)
+            two = sustained(sock, requests, seconds, 2)
+        finally:
+            child.send_signal(signal.SIGTERM)
+            child.wait(timeout=30)
+    ms = np.array(times) * 1e3
+    return {"nodes": nodes, "policy": policy, "running": running, "requests": n_requests,
+            "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max()),
+            "placed_share": placed / n_requests, "per_s_1_client": one, "per_s_2_clients": two}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", default="16,1000,10000")
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--requests", type=int, default=500)
+    ap.add_argument("--seconds", type=float, default=5.0, help="length of each sustained-rate run")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "advice_latency.json")
+    ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--policy", help=argparse.SUPPRESS)
+    ap.add_argument("--socket", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--db", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.serve:
+        serve(args.serve, args.policy, args.socket, args.db)
+        return 0
+    rows = []
+    print(f"{'nodes':>6} {'running':>8}  {'policy':<14}{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}"
+          f"{'/s 1 cl':>9}{'/s 2 cl':>9}{'placed':>8}{'p99 target':>11}")
+    for n in (int(s) for s in args.sizes.split(",")):
+        for policy in args.policies.split(","):
+            try:
+                row = measure(n, policy, args.requests, args.seconds)
+            except DaemonUnavailable as exc:
+                print(f"{n:>6} {policy}: daemon failed: {exc}")
+                return 1
+            rows.append(row)
+            target = TARGET_P99_MS.get(n)
+            print(f"{n:>6} {row['running']:>8}  {policy:<14}{row['p50_ms']:>8.2f}{row['p99_ms']:>8.2f}"
+                  f"{row['max_ms']:>8.1f}{row['per_s_1_client']:>9.0f}{row['per_s_2_clients']:>9.0f}"
+                  f"{row['placed_share']:>8.0%}{'' if target is None else f'<={target:g}':>11}", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"rows": rows, "target_per_s": TARGET_PER_S}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
