@@ -57,7 +57,8 @@ setup_slurm() {
     # The testbed installs its Debian packages itself when they are missing.
     step "starting the Slurm testbed"
     local exports
-    exports=$(.ci/slurm-testbed.sh start)  # apart from eval, so that a failed start stops the run
+    # With the advisor's job submit hook: it acts only on jobs that carry the marker, and fails open.
+    exports=$(SLURM_ADVISOR_TESTBED_HOOK=hooks/job_submit.lua .ci/slurm-testbed.sh start)  # apart from eval: a failed start stops the run
     eval "$exports"                        # export SLURM_CONF=...
     export SLURM_ADVISOR_TEST_SLURM=1
 }

@@ -1,0 +1,212 @@
+"""The live path on the real testbed: sbatch -> job_submit.lua -> `slurm-advisor serve --source slurm`.
+
+Needs the testbed started with the hook (tests/run.sh does: SLURM_ADVISOR_TESTBED_HOOK). Each test
+runs its own daemon process on the socket the testbed's slurmctld was told about, with its own
+decision store, and stops it by its PID.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from slurmctl import Slurm, run
+
+from slurm_advisor.daemon.client import DaemonUnavailable, call
+from slurm_advisor.daemon.protocol import parse_layout
+from slurm_advisor.store import Store
+
+pytestmark = pytest.mark.slurm
+
+ROOT = Path(os.environ.get("SLURM_ADVISOR_TESTBED_DIR", "/tmp/slurm-advisor-testbed"))
+SOCKET = Path(os.environ.get("SLURM_ADVISOR_TESTBED_SOCKET", ROOT / "advisor.sock"))
+PS_JOB = "slurm-advisor: type=resnet50 ps=1 workers=3"
+ROLES_SCRIPT = """#!/bin/bash
+# Where each task of this job really starts, and the role the layout gives it.
+set -e
+PY="{python} -m slurm_advisor.cli"
+$PY layout --format hostfile > "{out}.hosts"
+export SLURM_HOSTFILE="{out}.hosts"
+echo "layout=$SLURM_ADVISOR_LAYOUT"
+echo "decision=$SLURM_ADVISOR_DECISION"
+srun --distribution=arbitrary bash -c 'echo "task=$SLURM_PROCID node=$SLURMD_NODENAME"'
+sleep 3  # the test reads the allocation while the job runs (a finished job's shows no GPUs)
+"""
+
+
+@pytest.fixture(scope="module")
+def hooked(slurm_reachable: None) -> None:
+    config = run(["scontrol", "show", "config"])
+    if not re.search(r"^JobSubmitPlugins\s*=\s*\S*lua", config, re.MULTILINE):
+        pytest.skip("the testbed runs without the job submit hook: start it with "
+                    "SLURM_ADVISOR_TESTBED_HOOK=hooks/job_submit.lua (tests/run.sh does)")
+
+
+class DaemonProcess:
+    def __init__(self, db: Path, *args: str, **env: str):
+        self.db = db
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_ADVISOR_")}
+        environ.update({f"SLURM_ADVISOR_{k.upper()}": v for k, v in env.items()})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "slurm_advisor.cli", "serve", "--source", "slurm", "--socket", str(SOCKET),
+             "--db", str(db), "--refresh-s", env.pop("refresh", "0.5"), *args],
+            env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                call(SOCKET, "health", timeout_s=1.0)
+                return
+            except DaemonUnavailable:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"daemon did not start: {self.proc.communicate()[1][-2000:]}") from None
+                time.sleep(0.1)
+
+    def signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def decisions(self):
+        with Store.open(str(self.db), create=False) as store:
+            return store.load_decisions()
+
+
+@pytest.fixture
+def daemons(hooked: None, tmp_path: Path) -> Iterator[list[DaemonProcess]]:
+    started: list[DaemonProcess] = []
+    yield started
+    for d in started:
+        d.stop()
+
+
+def start(daemons, tmp_path, *args, name="advisor.db", **env) -> DaemonProcess:
+    d = DaemonProcess(tmp_path / name, *args, **env)
+    daemons.append(d)
+    return d
+
+
+def test_an_advised_ps_job_runs_where_and_as_the_layout_says(slurm: Slurm, daemons, tmp_path):
+    start(daemons, tmp_path, "--policy", "slurm-default")
+    blocker = slurm.submit(["-n", "6", "-w", "n1"], 60)  # leaves n1 2 CPUs: the layout must not be trivial
+    slurm.wait(blocker, lambda v: v.state == "RUNNING")
+    time.sleep(1.2)  # two refreshes: the daemon sees the blocker
+    out = tmp_path / "roles"
+    script = tmp_path / "roles.sh"
+    script.write_text(ROLES_SCRIPT.format(python=sys.executable, out=out))
+    job = run(["sbatch", "--parsable", f"--output={out}", "--comment", f"nightly {PS_JOB}", "-n", "4",
+               "--gpus-per-task=1", "--mem-per-cpu=1000", f"--chdir={tmp_path}", str(script)]).strip()
+    slurm.submitted.append(job)
+    view = slurm.wait(job, lambda v: v.state == "RUNNING", timeout_s=30, what="RUNNING")
+    slurm.wait(job, lambda v: v.state == "COMPLETED", timeout_s=60, what="COMPLETED")
+    text = out.read_text()
+    layout = parse_layout(re.search(r"^layout=(.*)$", text, re.MULTILINE).group(1))
+    tasks = layout.get("ps", []) + layout["worker"]
+    started = {int(t): n for t, n in re.findall(r"^task=(\d+) node=(\S+)$", text, re.MULTILINE)}
+    assert [started[i] for i in range(4)] == tasks            # every task where the layout put it
+    assert set(view.allocation) == set(tasks)                 # Slurm allocated exactly those nodes
+    for node, count in Counter(tasks).items():                # ... with room for their tasks
+        assert view.allocation[node].cpus >= count and view.allocation[node].gpus >= count
+    info = run(["scontrol", "show", "job", job])
+    decision = re.search(r"AdminComment=slurm-advisor:(d-[0-9a-f]{12})", info).group(1)
+    assert f"decision={decision}" in text and f"Comment=nightly {PS_JOB}" in info
+    daemons[0].stop()
+    recorded = {d.id: d for d in daemons[0].decisions()}
+    assert recorded[decision].action == "place" and [n for _, n in recorded[decision].layout] == tasks
+
+
+def test_a_burst_of_submissions_is_not_pinned_to_the_same_free_gpus(slurm: Slurm, daemons, tmp_path):
+    # Four whole-node GPU jobs at once: without claims the daemon would pin all four to n1 (three
+    # would then wait while n2-n4 sit idle); with claims each gets its own node and all start.
+    start(daemons, tmp_path, "--policy", "slurm-default", refresh="5")
+    jobs = [slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=1", "-n", "1", "--gpus-per-task=4"], 30)
+            for _ in range(4)]
+    views = [slurm.wait(j, lambda v: v.state == "RUNNING", timeout_s=20, what="RUNNING") for j in jobs]
+    assert sorted(node for v in views for node in v.allocation) == ["n1", "n2", "n3", "n4"]
+    assert all("AdminComment=slurm-advisor:d-" in run(["scontrol", "show", "job", j]) for j in jobs)
+
+
+def _submit_timed(slurm: Slurm, count: int) -> list[float]:
+    took = []
+    for _ in range(count):
+        t0 = time.monotonic()
+        job = slurm.submit(["--comment", PS_JOB, "-n", "4", "--hold"], 1)
+        took.append(time.monotonic() - t0)
+        info = run(["scontrol", "show", "job", job])
+        assert "AdminComment=slurm-advisor" not in info, info  # unmodified
+        assert re.search(r"ReqNodeList=\(null\)", info), info
+    slurm.cancel(*slurm.active_ids())
+    return took
+
+
+@pytest.mark.parametrize("how", ["killed", "stopped"])
+def test_the_hook_fails_open_with_the_daemon_killed_or_stopped(slurm: Slurm, daemons, tmp_path, how):
+    d = start(daemons, tmp_path, "--policy", "slurm-default")
+    d.signal(signal.SIGKILL if how == "killed" else signal.SIGSTOP)
+    took = _submit_timed(slurm, 200)
+    assert max(took) < 0.5, f"slowest submission {max(took):.3f} s"
+    if how == "stopped":
+        time.sleep(5.5)  # the hook skips a daemon that timed out for 5 s (SLURM_ADVISOR_BACKOFF): let it lapse
+
+
+def test_observe_mode_changes_nothing(slurm: Slurm, daemons, tmp_path):
+    d = start(daemons, tmp_path, "--policy", "slurm-default", "--mode", "observe")
+    job = slurm.submit(["--comment", PS_JOB, "-n", "4", "--gpus-per-task=1"], 5)
+    view = slurm.wait(job, lambda v: v.state == "RUNNING", timeout_s=20)
+    info = run(["scontrol", "show", "job", job])
+    assert re.search(r"ReqNodeList=\(null\)", info) and "AdminComment=slurm-advisor" not in info
+    assert set(view.allocation) == {"n1"}  # Slurm's own choice: all four on the first node
+    d.stop()
+    (decision,) = d.decisions()
+    assert decision.action == "none" and decision.mode == "observe" and decision.would
+
+
+def test_a_job_pinned_to_nodes_taken_first_is_released_after_the_bound(slurm: Slurm, daemons, tmp_path):
+    # A daemon that refreshes once an hour pins to n1 from its start-up view although a blocker
+    # took n1 since; it dies. The cron command (`slurm-advisor release`) unpins the job after the
+    # bound, and it starts on a free node; a second daemon then finds nothing left to release.
+    stale = start(daemons, tmp_path, "--policy", "slurm-default", refresh="3600")
+    blocker = slurm.submit(["-n", "8", "-w", "n1"], 60)
+    slurm.wait(blocker, lambda v: v.state == "RUNNING")
+    pinned = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=8", "-n", "8"], 30)
+    assert "ReqNodeList=n1" in run(["scontrol", "show", "job", pinned])
+    stale.signal(signal.SIGKILL)
+    time.sleep(2.0)
+    assert slurm.job(pinned).state == "PENDING"
+    env = {**os.environ, "SLURM_ADVISOR_DB": str(stale.db)}
+    out = subprocess.run([sys.executable, "-m", "slurm_advisor.cli", "release", "--older-than", "1"], env=env,
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    assert f"releasing job {pinned}" in out
+    view = slurm.wait(pinned, lambda v: v.state == "RUNNING", timeout_s=20, what="RUNNING after release")
+    assert "n1" not in view.allocation
+
+
+def test_the_daemon_itself_releases_a_stale_pin(slurm: Slurm, daemons, tmp_path):
+    stale = start(daemons, tmp_path, "--policy", "slurm-default", refresh="3600")
+    blocker = slurm.submit(["-n", "8", "-w", "n2"], 60)
+    slurm.wait(blocker, lambda v: v.state == "RUNNING")
+    # slurm-default's best fit for 8 CPUs on its stale (empty) view is n1: take n1 too
+    other = slurm.submit(["-n", "8", "-w", "n1"], 60)
+    slurm.wait(other, lambda v: v.state == "RUNNING")
+    pinned = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=8", "-n", "8"], 30)
+    assert re.search(r"ReqNodeList=n[12]\b", run(["scontrol", "show", "job", pinned]))
+    stale.stop()
+    start(daemons, tmp_path, "--policy", "slurm-default", name="advisor.db", pin_bound_s="2")
+    view = slurm.wait(pinned, lambda v: v.state == "RUNNING", timeout_s=20, what="RUNNING after the daemon's release")
+    assert set(view.allocation) & {"n1", "n2"} == set()
+    assert json.loads(json.dumps(call(SOCKET, "status")))["released"] == 1
