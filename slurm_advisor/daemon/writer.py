@@ -58,5 +58,12 @@ class DecisionWriter:
         try:
             self.written += self.store.record_decisions(batch)
         except InputError as exc:  # the store's one-line form of any database failure
-            self.dropped += len(batch)
-            log.error("dropped %d decisions: %s", len(batch), exc)
+            if len(batch) == 1:
+                self.dropped += 1
+                log.error("dropped decision %s: %s", batch[0].id, exc)
+                return
+            # One bad row (say, a decision id seen before a clock step back) must not cost the
+            # batch: write them one by one.
+            log.warning("writing %d decisions one by one: %s", len(batch), exc)
+            for decision in batch:
+                self._write([decision])

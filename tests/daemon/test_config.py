@@ -53,3 +53,9 @@ def test_environment_is_checked_like_the_file():
         load_config(None, {"SLURM_ADVISOR_REFRESH_S": "x"}, {})
     # variables of other tools that share the prefix are not settings and are ignored
     assert load_config(None, {"SLURM_ADVISOR_LAYOUT": "ps=n1;worker=n2"}, {}).mode == "advise"
+
+
+def test_the_example_config_is_valid():
+    example = Path(__file__).resolve().parents[2] / "examples" / "etc" / "config.toml"
+    config = load_config(example, {}, {})
+    assert config.mode == "observe" and config.source == "slurm" and config.pin_bound_s == 300.0

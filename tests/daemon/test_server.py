@@ -166,3 +166,22 @@ def test_every_decision_reaches_the_store(served, tmp_path):
     assert [d.action for d in decisions] == ["none", "place", "place", "place"]
     assert decisions[0].mode == "observe" and decisions[0].would and decisions[1].layout
     assert all(d.latency_ms > 0 and d.request["comment"].startswith("slurm-advisor:") for d in decisions)
+
+
+def test_a_bad_row_costs_only_itself(tmp_path):
+    from datetime import UTC, datetime
+
+    from slurm_advisor.daemon.writer import DecisionWriter
+    from slurm_advisor.domain.decision import Decision
+    store = Store.open(str(tmp_path / "w.db"))
+    writer = DecisionWriter(store)
+    writer.start()
+    make = [Decision(f"d-00000000000{i}", datetime.now(UTC), "advise", "none", "p", None, "t", None, {})
+            for i in range(3)]
+    writer.put(make[0])
+    time.sleep(0.8)  # written alone first
+    for d in make:   # then a batch holding a duplicate
+        writer.put(d)
+    writer.stop()
+    assert (writer.written, writer.dropped) == (3, 1) and store.count_decisions() == 3
+    store.close()

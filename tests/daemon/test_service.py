@@ -75,3 +75,14 @@ def test_a_layout_slurm_cannot_express_is_not_pinned():
     svc = AdviceService(Advisor(SlurmDefaultPolicy()), lambda s, j, p: None)
     reply, _, _, placement = svc.advise(ClusterSnapshot.empty(NODES), marked(), "advise")
     assert reply["action"] == "none" and "cannot lay" in reply["reason"] and placement is None
+
+
+def test_decision_ids_are_unique_increasing_and_of_the_documented_form():
+    import re
+
+    from slurm_advisor.daemon.service import DecisionIds
+    make = DecisionIds()
+    ids = [make() for _ in range(20_000)]
+    assert len(set(ids)) == len(ids) and ids == sorted(ids)
+    assert all(re.fullmatch(r"d-[0-9a-f]{12}", i) for i in ids)
+    assert DecisionIds()() > ids[0]  # a restarted daemon does not reuse the first ids

@@ -1,0 +1,125 @@
+"""sbatch submissions per second with the advisor's hook vs without, on two private testbeds.
+
+Starts two 4-node testbeds side by side (.ci/slurm-testbed.sh with their own directories and
+ports): one plain, one with hooks/job_submit.lua and a `slurm-advisor serve --source slurm`
+daemon on its socket. Then submits batches of held jobs (`sbatch --hold`: they are accepted and
+advised but never run, so the nodes do not fill and the controller does only submission work)
+from ``--clients`` parallel submitters, alternating plain / hooked batches so that the machine's
+drift hits both alike. Every hooked job carries the advisor's marker, so each one costs a full
+advice round trip inside slurmctld's lock.
+
+    python benchmarks/hook_overhead.py [--jobs 200] [--rounds 3] [--clients 4] [--policy slurm-default]
+
+Needs root and the testbed's Debian packages (the script installs them when missing). Both
+testbeds and the daemon are stopped by their PIDs at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TESTBED = REPO / ".ci" / "slurm-testbed.sh"
+BEDS = {"plain": ("/tmp/slurm-advisor-bench-plain", 16901, 17201),
+        "hooked": ("/tmp/slurm-advisor-bench-hooked", 16911, 17211)}
+MARKER = "slurm-advisor: type=resnet50 ps=1 workers=3"
+TARGET_RATIO = 0.95
+NICE = ["nice", "-n", os.environ.get("BENCH_NICE", "0")]
+
+
+def bed_env(name: str) -> dict[str, str]:
+    root, port, node_port = BEDS[name]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_ADVISOR_")}
+    env.update(SLURM_ADVISOR_TESTBED_DIR=root, SLURM_ADVISOR_TESTBED_PORT=str(port),
+               SLURM_ADVISOR_TESTBED_NODE_PORT=str(node_port), SLURM_CONF=f"{root}/etc/slurm.conf")
+    if name == "hooked":
+        env["SLURM_ADVISOR_TESTBED_HOOK"] = str(REPO / "hooks" / "job_submit.lua")
+    return env
+
+
+def testbed(name: str, action: str) -> None:
+    subprocess.run(["bash", str(TESTBED), action], env=bed_env(name), check=True, stdout=subprocess.DEVNULL)
+
+
+def start_daemon(policy: str) -> subprocess.Popen:
+    env = bed_env("hooked")
+    root = BEDS["hooked"][0]
+    proc = subprocess.Popen([*NICE, sys.executable, "-m", "slurm_advisor.cli", "serve", "--source", "slurm",
+                             "--socket", f"{root}/advisor.sock", "--db", f"{root}/advisor.db",
+                             "--policy", policy], env=env, stderr=subprocess.DEVNULL)
+    from slurm_advisor.daemon.client import DaemonUnavailable, call
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            call(f"{root}/advisor.sock", "health")
+            return proc
+        except DaemonUnavailable:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit("the daemon did not start") from None
+            time.sleep(0.2)
+
+
+def submit_batch(name: str, jobs: int, clients: int, marked: bool = True) -> float:
+    """Submissions per second for ``jobs`` held jobs from ``clients`` parallel submitters."""
+    env = bed_env(name)
+    args = ["sbatch", "--hold", "--parsable", "-n", "4", "--output=/dev/null",
+            "--comment", MARKER if marked else "an ordinary job", "--wrap=true"]
+
+    def one(_):
+        subprocess.run(args, env=env, check=True, stdout=subprocess.DEVNULL, timeout=60)
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(one, range(jobs)))
+    rate = jobs / (time.perf_counter() - t0)
+    subprocess.run(["scancel", "--state=PENDING", "--user=root"], env=env, check=False)
+    return rate
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--jobs", type=int, default=200, help="submissions per batch")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--policy", default="slurm-default")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "hook_overhead.json")
+    args = ap.parse_args(argv)
+    daemon = None
+    try:
+        for name in BEDS:
+            testbed(name, "start")
+        daemon = start_daemon(args.policy)
+        rates: dict[str, list[float]] = {"plain": [], "unmarked": [], "hooked": []}
+        print(f"{'round':>5} {'plain /s':>10} {'unmarked /s':>12} {'advised /s':>11} {'ratio':>7}")
+        for r in range(args.rounds):
+            rates["plain"].append(submit_batch("plain", args.jobs, args.clients))
+            rates["unmarked"].append(submit_batch("hooked", args.jobs, args.clients, marked=False))
+            rates["hooked"].append(submit_batch("hooked", args.jobs, args.clients))
+            print(f"{r + 1:>5} {rates['plain'][-1]:>10.1f} {rates['unmarked'][-1]:>12.1f} "
+                  f"{rates['hooked'][-1]:>11.1f} {rates['hooked'][-1] / rates['plain'][-1]:>7.3f}", flush=True)
+        plain, unmarked, hooked = (sorted(v)[len(v) // 2] for v in rates.values())
+        ratio = hooked / plain
+        print(f"median {plain:>10.1f} {unmarked:>12.1f} {hooked:>11.1f} {ratio:>7.3f}   "
+              f"(target ratio >= {TARGET_RATIO})")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"rates": rates, "median_plain": plain, "median_unmarked": unmarked,
+                                        "median_advised": hooked, "ratio": ratio, "jobs": args.jobs,
+                                        "clients": args.clients, "policy": args.policy}, indent=2))
+    finally:
+        if daemon is not None:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(timeout=30)
+        for name in BEDS:
+            testbed(name, "stop")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
