@@ -23,6 +23,9 @@ from slurm_advisor.learned.load_index import LoadIndex
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 
 PICK = 16  # nodes per candidate group on large clusters (see agent)
+# columns of a node's row (PlacementState.features)
+_FREE, _AFTER, _WHOLE, _OWN, _SWITCH, _ELSEWHERE = slice(3, 6), slice(6, 8), 8, slice(9, 11), 11, 12
+_POSITION, _HAS_OWN, _FIRST, _RANK, _MASK, _HINT, _OTHERS = 13, 14, 15, 16, 17, 18, 19
 
 
 class _Layout:
@@ -42,6 +45,15 @@ class _Layout:
         by_switch = np.argsort(self.switch_id, kind="stable")
         bounds = np.searchsorted(self.switch_id[by_switch], np.arange(self.n_switch_ids + 1))
         self.switch_members = [by_switch[bounds[s]:bounds[s + 1]] for s in range(self.n_switch_ids)]
+        self._template: np.ndarray | None = None
+
+    def row_template(self) -> np.ndarray:
+        """[nodes, node_dim] float32: the static columns of the rows, zeros elsewhere (do not write)."""
+        if self._template is None:
+            t = np.zeros((len(self.names), _OTHERS + 8), dtype=np.float32)
+            t[:, :3], t[:, _POSITION] = self.scaled_cap, self.position
+            self._template = t
+        return self._template
 
 
 _LAYOUTS: weakref.WeakKeyDictionary[NodeLayout, _Layout] = weakref.WeakKeyDictionary()
@@ -122,25 +134,55 @@ class PlacementState:
 
 class IncrementalState(PlacementState):
     """``PlacementState`` for large clusters: per-node state kept as columns, updated per task in
-    O(1) or one vector pass, and rows built only for the nodes asked for (``rows``)."""
+    O(1) or one vector pass, and rows built only for the nodes asked for (``rows``).
+
+    The rows live in one float32 matrix ``R`` (every node, every column of ``features``) that a
+    task updates for the nodes it changes only; ``rows`` gathers it and fills in the columns that
+    depend on the task (first feasible node, rank, Slurm's hint). The order by free GPU share is a
+    preallocated array shifted in place. Every value is computed by the same float64 expression
+    as in ``PlacementState.features`` and rounded once to float32, so the rows are the same."""
 
     def __init__(self, snapshot: ClusterSnapshot, job: Job, schema: FeatureSchema):
         super().__init__(snapshot, job, schema)
+        st = self.static
         self.role: Role | None = None
         self.near: list[np.ndarray] = []  # the nodes of each switch holding a task of the job
         self.any_own = False
-        self.share = self.free[:, 1] / self.static.cap_safe[:, 1]
+        self.share = self.free[:, 1] / st.cap_safe[:, 1]
+        self._by_resource = [np.ascontiguousarray(self.free[:, j]) for j in range(3)]
+        self.R = st.row_template().copy()
+        self.R[:, _FREE] = self.free / st.cap_safe
+        self.R[:, _OTHERS:] = self.others
+        self.position_of = np.zeros(len(self.names), dtype=np.int64)  # read where feasible only
+        self.first = -1
+
+    @property
+    def order(self) -> np.ndarray:
+        """The feasible nodes by (free GPU share, index), fullest first."""
+        return self._order[:self.n_feasible]
+
+    def _fits(self, need: np.ndarray) -> np.ndarray:
+        f0, f1, f2 = self._by_resource
+        out = f0 >= need[0]
+        out &= f1 >= need[1]
+        out &= f2 >= need[2]
+        return out
 
     def begin(self, role: Role) -> None:
         """A role's first task: its demand decides which nodes are feasible."""
+        st, R = self.static, self.R
         self.role, self.need = role, self.demand(role)
-        self.mask = (self.free >= self.need).all(axis=1)
-        feasible = np.flatnonzero(self.mask)
-        self.order = feasible[np.argsort(self.share[feasible], kind="stable")]
-        self.sorted_share = self.share[self.order]
-        self.first = -1
-        self._positions()
-        self.whole = (self.free >= self.remaining).all(axis=1)
+        self.mask = mask = self._fits(self.need)
+        feasible = np.flatnonzero(mask)
+        self._order = feasible[np.argsort(self.share[feasible], kind="stable")]
+        self._sorted_share = self.share[self._order]
+        self.n_feasible = len(feasible)
+        self.position_of[self._order] = np.arange(len(feasible))
+        self.first = int(feasible[0]) if len(feasible) else -1  # the first feasible node in Slurm's order
+        self.whole = self._fits(self.remaining)
+        R[:, _MASK] = mask
+        R[:, _WHOLE] = self.whole
+        R[:, _AFTER] = np.where(mask[:, None], (self.free[:, :2] - self.need[:2]) / st.cap_safe[:, :2], 0.0)
         self._dirty: list[np.ndarray] = []
         # The least loaded feasible nodes, with room to spare for the nodes this role fills up.
         load = self.others[feasible, :6].sum(1)
@@ -152,27 +194,14 @@ class IncrementalState(PlacementState):
             top = np.argpartition(load, keep - 1)[:keep] if 0 < keep < len(feasible) else np.arange(len(feasible))
             self.least_loaded = feasible[top[np.lexsort((top, load[top]))]]
 
-    def _positions(self) -> None:
-        if not hasattr(self, "position_of"):
-            self.position_of = np.zeros(len(self.names), dtype=np.int64)  # read where feasible only
-        self.position_of[self.order] = np.arange(len(self.order))
-        if self.first < 0 or not self.mask[self.first]:  # the first feasible node in Slurm's order
-            self.first = int(np.argmax(self.mask)) if len(self.order) else -1
-
     def rows(self, idx: np.ndarray, k: int) -> np.ndarray:
         """The rows ``PlacementState.features`` gives nodes ``idx`` for task ``k``."""
-        st, free, mask = self.static, self.free[idx], self.mask[idx]
-        cap = st.cap_safe[idx]
-        after = np.where(mask[:, None], (free - self.need) / cap, 0.0)
-        has_own = self.has_own[idx]
-        rank = np.where(mask, self.position_of[idx] / max(1, len(self.order) - 1), 0.0)
-        hint = (idx == self.hint[k]) if self.hint is not None else np.zeros(len(idx), dtype=bool)
-        return np.column_stack([
-            st.scaled_cap[idx], free / cap, after[:, 0], after[:, 1], self.whole[idx],
-            self.own[idx, 0] / max(1, self.job.num_ps), self.own[idx, 1] / self.job.num_workers,
-            self.switch_has_own[st.switch_id[idx]], self.any_own & ~has_own, st.position[idx],
-            has_own, idx == self.first, rank, mask, hint, self.others[idx],
-        ]).astype(np.float32)
+        out = self.R[idx]
+        out[:, _FIRST] = idx == self.first
+        out[:, _RANK] = np.where(self.mask[idx], self.position_of[idx] / max(1, self.n_feasible - 1), 0.0)
+        if self.hint is not None:
+            out[:, _HINT] = idx == self.hint[k]
+        return out
 
     def dirty(self, k: int) -> np.ndarray:
         """Nodes whose rows changed (other than in rank) since the last call, for task ``k``."""
@@ -183,36 +212,65 @@ class IncrementalState(PlacementState):
         return out[out >= 0]  # -1: "no first feasible node"
 
     def take(self, i: int, role: Role) -> None:
-        new_switch = not self.switch_has_own[self.static.switch_id[i]]
-        first = self.first
+        st, R = self.static, self.R
+        sid = int(st.switch_id[i])
+        new_switch = not self.switch_has_own[sid]
+        first, first_task = self.first, not self.any_own
         super().take(i, role)
         self.any_own = True
-        self.share[i] = self.free[i, 1] / self.static.cap_safe[i, 1]
-        whole = (self.free >= self.remaining).all(axis=1)
-        self._dirty += [np.array([i, first]), np.flatnonzero(whole != self.whole)]
+        free = self.free[i]
+        for column, value in zip(self._by_resource, free.tolist()):
+            column[i] = value
+        self.share[i] = free[1] / st.cap_safe[i, 1]
+        whole = self._fits(self.remaining)
+        flipped = np.flatnonzero(whole != self.whole)
         self.whole = whole
-        sid = self.static.switch_id[i]
+        R[flipped, _WHOLE] = whole[flipped]
+        self._dirty += [np.array([i, first]), flipped]
         if new_switch:
-            self._dirty.append(self.static.switch_members[sid])
+            R[st.switch_members[sid], _SWITCH] = 1.0
+            self._dirty.append(st.switch_members[sid])
         if new_switch and sid:
-            self.near.append(self.static.switch_members[sid])
+            self.near.append(st.switch_members[sid])
         elif not sid:  # nodes on no switch: "the same switch" is every such node; keep to its own
             self.near.append(np.array([i]))
+        if first_task:
+            R[:, _ELSEWHERE] = 1.0  # every node but i, set below
         self._reorder(i)
+        R[i, _FREE] = free / st.cap_safe[i]
+        R[i, _OWN] = self.own[i, 0] / max(1, self.job.num_ps), self.own[i, 1] / self.job.num_workers
+        R[i, _ELSEWHERE], R[i, _HAS_OWN], R[i, _MASK] = 0.0, 1.0, self.mask[i]
+        R[i, _AFTER] = (free[:2] - self.need[:2]) / st.cap_safe[i, :2] if self.mask[i] else 0.0
         self._dirty.append(np.array([self.first]))
 
     def _reorder(self, i: int) -> None:
+        """Moves i to its place by (share, index) in the order, or out of it if it no longer fits."""
         if not self.mask[i]:
             return
-        p = int(self.position_of[i])  # move i to its place by (share, index) in the order
-        order, shares = np.delete(self.order, p), np.delete(self.sorted_share, p)
-        self.mask[i] = bool((self.free[i] >= self.need).all())
-        if self.mask[i]:
-            lo, hi = np.searchsorted(shares, self.share[i], "left"), np.searchsorted(shares, self.share[i], "right")
-            q = lo + int(np.searchsorted(order[lo:hi], i))
-            order, shares = np.insert(order, q, i), np.insert(shares, q, self.share[i])
-        self.order, self.sorted_share = order, shares
-        self._positions()
+        order, shares, n = self._order, self._sorted_share, self.n_feasible
+        p = int(self.position_of[i])
+        self.mask[i] = still = bool((self.free[i] >= self.need).all())
+        if not still:
+            order[p:n - 1], shares[p:n - 1] = order[p + 1:n], shares[p + 1:n]
+            self.n_feasible = n = n - 1
+            self.position_of[order[p:n]] = np.arange(p, n)
+            if self.first == i:
+                self.first = int(np.argmax(self.mask)) if n else -1
+            return
+        s = self.share[i]
+        if s <= shares[p]:  # free only shrinks: i moves towards the fullest (searched in order[:p])
+            lo, hi = np.searchsorted(shares[:p], s, "left"), np.searchsorted(shares[:p], s, "right")
+            q = int(lo + np.searchsorted(order[lo:hi], i))
+            order[q + 1:p + 1], shares[q + 1:p + 1] = order[q:p].copy(), shares[q:p].copy()
+            lo_p, hi_p = q, p
+        else:  # (not reached: kept exact for any update) searched in order[p + 1:]
+            rest_s, rest_o = shares[p + 1:n], order[p + 1:n]
+            lo, hi = np.searchsorted(rest_s, s, "left"), np.searchsorted(rest_s, s, "right")
+            q = p + int(lo + np.searchsorted(rest_o[lo:hi], i))
+            order[p:q], shares[p:q] = order[p + 1:q + 1].copy(), shares[p + 1:q + 1].copy()
+            lo_p, hi_p = p, q
+        order[q], shares[q] = i, s
+        self.position_of[order[lo_p:hi_p + 1]] = np.arange(lo_p, hi_p + 1)
 
     def candidates(self, k: int) -> np.ndarray:
         """The feasible nodes the scoring head sees for task ``k`` (the rule is in ``agent``),
@@ -220,14 +278,20 @@ class IncrementalState(PlacementState):
         mask, order = self.mask, self.order
         if len(order) <= 8 * PICK:
             return np.sort(order)
-        feasible = np.flatnonzero(mask)
         whole = self.whole & mask
         near = [m[mask[m]] for m in self.near]  # feasible nodes on the switches holding the job's tasks
-        picks = [feasible[:PICK], order[:PICK], order[-PICK:], np.flatnonzero(whole)[:PICK],
+        picks = [self._first_feasible(), order[:PICK], order[-PICK:], np.flatnonzero(whole)[:PICK],
                  self.least_loaded[mask[self.least_loaded]][:PICK], *near]
         if self.hint is not None and mask[self.hint[k]]:
             picks.append(np.array([self.hint[k]]))
         return np.unique(np.concatenate(picks))
+
+    def _first_feasible(self) -> np.ndarray:
+        """The first ``PICK`` feasible nodes in Slurm's order (a window from the first, else all)."""
+        window = np.flatnonzero(self.mask[self.first:self.first + 8 * PICK])
+        if len(window) >= PICK:
+            return window[:PICK] + self.first
+        return np.flatnonzero(self.mask)[:PICK]
 
 
 def _ranks(mask: np.ndarray, free_gpu_share: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
