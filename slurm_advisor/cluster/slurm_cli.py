@@ -2,7 +2,7 @@
 
 ``sinfo --json`` gives the nodes (on Slurm 23.02+, whose ``sinfo --json`` groups nodes, the
 source reads ``scontrol --json show nodes`` instead, once it has seen the grouped form),
-``squeue --json`` the running jobs, ``scontrol show topology`` the leaf switches. Every command
+``squeue -O`` the running jobs (squeue_lines.py: 22.05's ``--json`` lists every job however filtered), ``scontrol show topology`` the leaf switches. Every command
 is an argument list run with a timeout and SLURM_CONF passed in its environment, never a shell.
 Parsing lives in :mod:`slurm_advisor.cluster.slurm_json`; :func:`build_snapshot` (pure) turns
 the readings into the domain's snapshot.
@@ -26,6 +26,7 @@ from slurm_advisor.cluster.slurm_json import (
     parse_squeue,
     parse_topology,
 )
+from slurm_advisor.cluster.squeue_lines import RUNNING, parse_running
 from slurm_advisor.daemon.protocol import ProtocolError, parse_marker
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources, RunningJob
 
@@ -54,7 +55,7 @@ class SlurmCliSource:
 
     def snapshot(self) -> ClusterSnapshot:
         nodes = self._nodes()
-        jobs = parse_squeue(self._json(SQUEUE))
+        jobs = parse_running(self._text(RUNNING))
         return build_snapshot(nodes, jobs, parse_topology(self._topology()), time.time())
 
     def _nodes(self) -> tuple[NodeReading, ...]:
@@ -72,10 +73,14 @@ class SlurmCliSource:
             raise SourceError(f"{' '.join(TOPOLOGY)}: exit {rc}: {_last_line(err or out)}")
         return out
 
-    def _json(self, args: Sequence[str]) -> Any:
+    def _text(self, args: Sequence[str]) -> str:
         out, err, rc = self._run(args)
         if rc != 0:
-            raise SourceError(f"{' '.join(args)}: exit {rc}: {_last_line(err or out)}")
+            raise SourceError(f"{' '.join(args[:2])}: exit {rc}: {_last_line(err or out)}")
+        return out
+
+    def _json(self, args: Sequence[str]) -> Any:
+        out = self._text(args)
         try:
             return json.loads(out)
         except json.JSONDecodeError as exc:

@@ -1,20 +1,23 @@
 """The advised jobs in Slurm's queue, and unpinning the ones that waited too long (I/O edge).
 
-The hook writes ``slurm-advisor:<decision>`` into each advised job's admin_comment, so
-``squeue --json`` tells the daemon which of its decisions started (their claims end) and which
-still wait pinned. Every command is an argument list with a timeout; nothing from a job reaches a
-shell. Both the 22.05 schema (plain values) and 23.02+ (``{"number": ...}`` objects, state lists)
-are read.
+The hook writes ``slurm-advisor:<decision>`` into each advised job's admin_comment, so one
+compact ``squeue -O`` per refresh tells the daemon which of its decisions started (their claims
+end) and which still wait pinned (``squeue --json`` is avoided: on 22.05 it ignores its filters and
+costs ~30 KB a job; see cluster/squeue_lines.py). Every command is an argument list with a
+timeout; nothing from a job reaches a shell. ``parse_squeue`` reads the JSON form too (22.05 plain
+values, 23.02+ ``{"number": ...}`` objects and state lists) for pyslurm-shaped documents.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from slurm_advisor.cluster.base import SourceError
+from slurm_advisor.cluster.squeue_lines import SEP, parse_time, split
 
 ADMIN_PREFIX = "slurm-advisor:"
 _DECISION_RE = re.compile(r"slurm-advisor:(d-[0-9a-f]{12})(:released)?")
@@ -69,13 +72,38 @@ def _number(value: Any) -> Any:
     return value
 
 
+_LINE_FIELDS = ("JobID", "State", "SubmitTime", "NumTasks", "ReqNodes", "Admin_Comment")
+SQUEUE = ["squeue", "--noheader", "--states=all",
+          "--Format=" + ",".join(f"{f}:{SEP}" for f in _LINE_FIELDS[:-1]) + f",{_LINE_FIELDS[-1]}:"]
+
+
+def parse_lines(text: str) -> list[AdvisedJob]:
+    """The advised jobs in the output of :data:`SQUEUE`."""
+    out = []
+    for line in text.splitlines():
+        if ADMIN_PREFIX not in line:
+            continue
+        try:
+            job_id, state, submit, tasks, required, admin = split(line, len(_LINE_FIELDS))
+            match = _DECISION_RE.match(admin.strip())
+            if match is None:
+                continue
+            out.append(AdvisedJob(job_id.strip(), match.group(1), state.strip(),
+                                  parse_time(submit, f"job {job_id}: SubmitTime"),
+                                  "" if required.strip() in ("", "(null)") else required.strip(),
+                                  match.group(2) is not None, int(tasks or 1)))
+        except (SourceError, ValueError) as exc:
+            raise QueueError(f"squeue: {exc}") from None
+    return out
+
+
 class SlurmQueue:
     def __init__(self, slurm_conf: Path | None = None, timeout_s: float = 10.0):
         self.env = dict(os.environ, **({"SLURM_CONF": str(slurm_conf)} if slurm_conf else {}))
         self.timeout_s = timeout_s
 
     def advised(self) -> list[AdvisedJob]:
-        return parse_squeue(json.loads(self._run(["squeue", "--json"])))
+        return parse_lines(self._run(SQUEUE))
 
     def release(self, job: AdvisedJob, min_nodes: int | None, max_nodes: int | None) -> None:
         """Unpin (or uncap) a pending job: no required nodes, the node counts the user asked for.

@@ -9,9 +9,11 @@ import pytest
 
 from slurm_advisor.cluster.base import SourceError
 from slurm_advisor.cluster.slurm_cli import SlurmCliSource
+from slurm_advisor.cluster.squeue_lines import RUNNING
 from slurm_advisor.domain import Resources
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SQUEUE = " ".join(RUNNING)  # as the fake logs it
 
 
 @pytest.fixture
@@ -42,7 +44,7 @@ def scontrol(nodes: str | None, topology: str) -> str:
 
 def test_slurm_2205_commands_and_conf(fake_slurm):
     fake_slurm("sinfo", f"cat {FIXTURES / 'sinfo-22.05.json'}")
-    fake_slurm("squeue", f"cat {FIXTURES / 'squeue-22.05.json'}")
+    fake_slurm("squeue", f"cat {FIXTURES / 'squeue-running-22.05.txt'}")
     fake_slurm("scontrol", scontrol(None, f"cat {FIXTURES / 'topology-tree.txt'}"))
     snap = SlurmCliSource(slurm_conf="/etc/x/slurm.conf").snapshot()
     assert [n.name for n in snap.nodes] == ["n1", "n2", "n3", "n4"]
@@ -50,12 +52,12 @@ def test_slurm_2205_commands_and_conf(fake_slurm):
     assert snap.free["n1"] == Resources(4, 2, 28000) and snap.free["n4"] == Resources()
     assert [rj.job.id for rj in snap.running] == ["1"]
     assert fake_slurm.calls() == [f"{c} SLURM_CONF=/etc/x/slurm.conf" for c in
-                                  ("sinfo --json", "squeue --json", "scontrol show topology")]
+                                  ("sinfo --json", SQUEUE, "scontrol show topology")]
 
 
 def test_slurm_2302_reads_scontrol_nodes_once_sinfo_answers_in_groups(fake_slurm):
     fake_slurm("sinfo", f"cat {FIXTURES / 'sinfo-23.02.json'}")
-    fake_slurm("squeue", f"cat {FIXTURES / 'squeue-23.02.json'}")
+    fake_slurm("squeue", f"cat {FIXTURES / 'squeue-running-23.02.txt'}")
     fake_slurm("scontrol", scontrol("scontrol-nodes-23.02.json",
                                     'echo "scontrol: error: No topology information available" >&2; exit 1'))
     source = SlurmCliSource()
@@ -64,13 +66,13 @@ def test_slurm_2302_reads_scontrol_nodes_once_sinfo_answers_in_groups(fake_slurm
     assert [n.switch for n in first.nodes] == [None] * 5
     assert [rj.job.id for rj in first.running] == ["101"]
     calls = [c.split(" SLURM_CONF")[0] for c in fake_slurm.calls()]
-    assert calls == ["sinfo --json", "scontrol --json show nodes", "squeue --json", "scontrol show topology",
-                     "scontrol --json show nodes", "squeue --json", "scontrol show topology"]
+    assert calls == ["sinfo --json", "scontrol --json show nodes", SQUEUE, "scontrol show topology",
+                     "scontrol --json show nodes", SQUEUE, "scontrol show topology"]
 
 
 def test_no_topology_on_stderr_with_status_0(fake_slurm):
     fake_slurm("sinfo", f"cat {FIXTURES / 'sinfo-22.05.json'}")
-    fake_slurm("squeue", f"cat {FIXTURES / 'squeue-22.05.json'}")
+    fake_slurm("squeue", f"cat {FIXTURES / 'squeue-running-22.05.txt'}")
     fake_slurm("scontrol", scontrol(None, 'echo "scontrol: error: No topology information available" >&2'))
     assert {n.switch for n in SlurmCliSource().snapshot().nodes} == {None}
 
@@ -80,7 +82,9 @@ def test_no_topology_on_stderr_with_status_0(fake_slurm):
      "sinfo --json: exit 1: sinfo: error: slurm_load_node: Unable to contact"),
     ("echo '{\"nodes\": [' ", None, "sinfo --json: not JSON"),
     ("exec sleep 5", None, r"sinfo --json: no answer in 0.3 s"),
-    (f"cat {FIXTURES / 'sinfo-22.05.json'}", "exit 0", "squeue --json: not JSON"),
+    (f"cat {FIXTURES / 'sinfo-22.05.json'}", "echo 'x|slurm-advisor: type=a ps=0 workers=1'",
+     "squeue: expected 11 fields, got 2"),
+    (f"cat {FIXTURES / 'sinfo-22.05.json'}", "echo 'oops' >&2; exit 1", "squeue --noheader: exit 1: oops"),
     (f"cat {FIXTURES / 'sinfo-22.05.json'}", None, "squeue: not found"),
 ])
 def test_failures_are_one_line_source_errors(fake_slurm, sinfo, squeue, message):
@@ -95,7 +99,7 @@ def test_failures_are_one_line_source_errors(fake_slurm, sinfo, squeue, message)
 
 def test_topology_failure_other_than_none_is_an_error(fake_slurm):
     fake_slurm("sinfo", f"cat {FIXTURES / 'sinfo-22.05.json'}")
-    fake_slurm("squeue", f"cat {FIXTURES / 'squeue-22.05.json'}")
+    fake_slurm("squeue", f"cat {FIXTURES / 'squeue-running-22.05.txt'}")
     fake_slurm("scontrol", scontrol(None, 'echo "Zero Bytes were transmitted" >&2; exit 1'))
     with pytest.raises(SourceError, match="scontrol show topology: exit 1: Zero Bytes"):
         SlurmCliSource().snapshot()

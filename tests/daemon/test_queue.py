@@ -53,3 +53,20 @@ def test_release_restores_the_users_node_counts():
     assert queue.calls[0] == ["scontrol", "update", "JobId=7", "ReqNodeList=", "NumNodes=1-12",
                               "AdminComment=slurm-advisor:d-0123456789ab:released"]
     assert queue.calls[1][4] == "NumNodes=2-3"
+
+
+def test_the_compact_listing_recorded_on_2205():
+    from slurm_advisor.daemon.queue import parse_lines
+    text = ("1647|COMPLETED|2026-12-01T14:18:18|4|n[2-3]|(null)\n"
+            "1859|PENDING|2026-12-01T14:23:19|3|n1|slurm-advisor:d-000000000001\n"
+            "1860|RUNNING|2026-12-01T14:23:20|1||slurm-advisor:d-000000000002:released\n")
+    first, second = parse_lines(text)
+    assert (first.job_id, first.decision, first.state, first.required_nodes, first.tasks) == \
+        ("1859", "d-000000000001", "PENDING", "n1", 3)
+    assert first.waiting and second.released and second.started and second.required_nodes == ""
+
+
+def test_a_garbled_listing_is_one_queue_error():
+    from slurm_advisor.daemon.queue import parse_lines
+    with pytest.raises(QueueError, match="squeue: .*expected 6 fields"):
+        parse_lines("1|PENDING|slurm-advisor:d-000000000001\n")
