@@ -48,12 +48,12 @@ def testbed(name: str, action: str) -> None:
     subprocess.run(["bash", str(TESTBED), action], env=bed_env(name), check=True, stdout=subprocess.DEVNULL)
 
 
-def start_daemon(policy: str) -> subprocess.Popen:
+def start_daemon(policy: str, mode: str) -> subprocess.Popen:
     env = bed_env("hooked")
     root = BEDS["hooked"][0]
     proc = subprocess.Popen([*NICE, sys.executable, "-m", "slurm_advisor.cli", "serve", "--source", "slurm",
                              "--socket", f"{root}/advisor.sock", "--db", f"{root}/advisor.db",
-                             "--policy", policy], env=env, stderr=subprocess.DEVNULL)
+                             "--policy", policy, "--mode", mode], env=env, stderr=subprocess.DEVNULL)
     from slurm_advisor.daemon.client import DaemonUnavailable, call
     deadline = time.monotonic() + 60
     while True:
@@ -89,13 +89,14 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--policy", default="slurm-default")
+    ap.add_argument("--mode", default="advise", help="the daemon's mode (observe: the exchange only)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "hook_overhead.json")
     args = ap.parse_args(argv)
     daemon = None
     try:
         for name in BEDS:
             testbed(name, "start")
-        daemon = start_daemon(args.policy)
+        daemon = start_daemon(args.policy, args.mode)
         rates: dict[str, list[float]] = {"plain": [], "unmarked": [], "hooked": []}
         print(f"{'round':>5} {'plain /s':>10} {'unmarked /s':>12} {'advised /s':>11} {'ratio':>7}")
         for r in range(args.rounds):
@@ -111,7 +112,7 @@ def main(argv=None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"rates": rates, "median_plain": plain, "median_unmarked": unmarked,
                                         "median_advised": hooked, "ratio": ratio, "jobs": args.jobs,
-                                        "clients": args.clients, "policy": args.policy}, indent=2))
+                                        "clients": args.clients, "policy": args.policy, "mode": args.mode}, indent=2))
     finally:
         if daemon is not None:
             daemon.send_signal(signal.SIGTERM)
