@@ -121,6 +121,9 @@ class AdvisorServer:
             conn = _Connection(sock, peer_uid(sock), time.monotonic() + self.client_timeout_s)
             self._connections[sock.fileno()] = conn
             self._selector.register(sock, selectors.EVENT_READ, conn)
+            # The hook sends its line right after connecting: it is often here already, and
+            # reading now saves a trip round the loop.
+            self._service(conn, selectors.EVENT_READ)
 
     def _service(self, conn: _Connection, events: int) -> None:
         if events & selectors.EVENT_WRITE and not self._flush(conn):
