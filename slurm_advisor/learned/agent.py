@@ -147,12 +147,14 @@ class _Summary:
             rows = state.rows(self.nodes, k)
             self.h = self.scorer.encode_nodes(rows)
             self.valid = np.abs(rows).sum(1) > 0
+            # Rows with a non-zero static column stay valid: the sums then need no mask.
+            self.always_valid = bool(state.static.nonzero[self.nodes].all())
+            self.count = max(1.0, float(self.valid.sum()))
             self.total = (self.h * self.valid[:, None]).sum(0, dtype=np.float64)
             state.dirty(k)
-            changed = np.zeros(0, dtype=np.int64)
+            changed = _NONE
         else:
-            changed = state.dirty(k)
-            changed = changed[changed % self.stride == 0]  # those in the summary
+            changed = state.dirty(k, self.stride)  # those in the summary
         candidates = state.candidates(k)
         # One pass for the summary's changed nodes and the candidates (encoded from current rows).
         both = np.concatenate([changed, candidates]) if len(changed) else candidates
@@ -160,15 +162,23 @@ class _Summary:
         h = self.scorer.encode_nodes(rows)
         if len(changed):
             m, at = len(changed), changed // self.stride
-            new_valid = np.abs(rows[:m]).sum(1) > 0
-            self.total += ((h[:m] * new_valid[:, None]).sum(0, dtype=np.float64)
-                           - (self.h[at] * self.valid[at][:, None]).sum(0, dtype=np.float64))
-            self.h[at], self.valid[at] = h[:m], new_valid
+            if self.always_valid:  # h * True is h: the same sums
+                self.total += h[:m].sum(0, dtype=np.float64) - self.h[at].sum(0, dtype=np.float64)
+                self.h[at] = h[:m]
+            else:
+                new_valid = np.abs(rows[:m]).sum(1) > 0
+                self.total += ((h[:m] * new_valid[:, None]).sum(0, dtype=np.float64)
+                               - (self.h[at] * self.valid[at][:, None]).sum(0, dtype=np.float64))
+                self.h[at], self.valid[at] = h[:m], new_valid
+                self.count = max(1.0, float(self.valid.sum()))
             h = h[m:]
-        pooled = (self.total / max(1.0, float(self.valid.sum()))).astype(np.float32)
+        pooled = (self.total / self.count).astype(np.float32)
         base = np.concatenate([pooled, self.scorer.context_of(glob)]) @ self.w_rest + self.b1
         logits = mlp_forward(np.maximum(h @ self.w_node + base, 0.0), self.head, relu_last=False)[:, 0]
         return int(candidates[int(np.argmax(logits))])
+
+
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:

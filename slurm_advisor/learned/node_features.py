@@ -45,15 +45,10 @@ class _Layout:
         by_switch = np.argsort(self.switch_id, kind="stable")
         bounds = np.searchsorted(self.switch_id[by_switch], np.arange(self.n_switch_ids + 1))
         self.switch_members = [by_switch[bounds[s]:bounds[s + 1]] for s in range(self.n_switch_ids)]
-        self._template: np.ndarray | None = None
-
-    def row_template(self) -> np.ndarray:
-        """[nodes, node_dim] float32: the static columns of the rows, zeros elsewhere (do not write)."""
-        if self._template is None:
-            t = np.zeros((len(self.names), _OTHERS + 8), dtype=np.float32)
-            t[:, :3], t[:, _POSITION] = self.scaled_cap, self.position
-            self._template = t
-        return self._template
+        self.cap_list = self.cap_safe.tolist()
+        self.uniform_gpus = bool(n) and self.cap_safe[0, 1] < 1 << 16 and bool((self.cap_safe[:, 1] == self.cap_safe[0, 1]).all())
+        # Nodes with a non-zero static column (capacity, position): their rows are never all zeros.
+        self.nonzero = (self.scaled_cap != 0).any(axis=1) | (self.position != 0)
 
 
 _LAYOUTS: weakref.WeakKeyDictionary[NodeLayout, _Layout] = weakref.WeakKeyDictionary()
@@ -136,9 +131,10 @@ class IncrementalState(PlacementState):
     """``PlacementState`` for large clusters: per-node state kept as columns, updated per task in
     O(1) or one vector pass, and rows built only for the nodes asked for (``rows``).
 
-    The rows live in one float32 matrix ``R`` (every node, every column of ``features``) that a
-    task updates for the nodes it changes only; ``rows`` gathers it and fills in the columns that
-    depend on the task (first feasible node, rank, Slurm's hint). The order by free GPU share is a
+    The rows live in one float32 matrix ``R`` (every column of ``features``), filled for a node
+    when a row is first asked for (since the role began) and updated by each task for the nodes
+    it changes only; ``rows`` gathers it and fills in the columns that depend on the task (first
+    feasible node, rank, Slurm's hint). The order by free GPU share is a
     preallocated array shifted in place. Every value is computed by the same float64 expression
     as in ``PlacementState.features`` and rounded once to float32, so the rows are the same."""
 
@@ -150,11 +146,13 @@ class IncrementalState(PlacementState):
         self.any_own = False
         self.share = self.free[:, 1] / st.cap_safe[:, 1]
         self._by_resource = [np.ascontiguousarray(self.free[:, j]) for j in range(3)]
-        self.R = st.row_template().copy()
-        self.R[:, _FREE] = self.free / st.cap_safe
-        self.R[:, _OTHERS:] = self.others
+        self.R = np.empty((len(self.names), _OTHERS + self.others.shape[1]), dtype=np.float32)
+        self._have = np.zeros(len(self.names), dtype=bool)  # rows of R filled (since the role began)
         self.position_of = np.zeros(len(self.names), dtype=np.int64)  # read where feasible only
         self.first = -1
+        self._flag = np.zeros(len(self.names), dtype=bool)
+        if self.hint is not None:
+            self.hint = np.array(self.hint, dtype=np.int64)
 
     @property
     def order(self) -> np.ndarray:
@@ -168,22 +166,31 @@ class IncrementalState(PlacementState):
         out &= f2 >= need[2]
         return out
 
+    def _by_share(self, nodes: np.ndarray) -> np.ndarray:
+        """``argsort(share[nodes], kind="stable")``; by the free GPU counts (a radix sort) when
+        every node has the same GPU capacity and the counts are small integers: the same order."""
+        gpus = self._by_resource[1][nodes]
+        if self.static.uniform_gpus and len(gpus) and 0 <= gpus.min() and gpus.max() < 1 << 16:
+            keys = gpus.astype(np.uint16)
+            if np.array_equal(keys, gpus):
+                return np.argsort(keys, kind="stable")
+        return np.argsort(self.share[nodes], kind="stable")
+
     def begin(self, role: Role) -> None:
         """A role's first task: its demand decides which nodes are feasible."""
-        st, R = self.static, self.R
         self.role, self.need = role, self.demand(role)
+        self._need = self.need.tolist()
         self.mask = mask = self._fits(self.need)
         feasible = np.flatnonzero(mask)
-        self._order = feasible[np.argsort(self.share[feasible], kind="stable")]
+        self._order = feasible[self._by_share(feasible)]
         self._sorted_share = self.share[self._order]
         self.n_feasible = len(feasible)
         self.position_of[self._order] = np.arange(len(feasible))
         self.first = int(feasible[0]) if len(feasible) else -1  # the first feasible node in Slurm's order
         self.whole = self._fits(self.remaining)
-        R[:, _MASK] = mask
-        R[:, _WHOLE] = self.whole
-        R[:, _AFTER] = np.where(mask[:, None], (self.free[:, :2] - self.need[:2]) / st.cap_safe[:, :2], 0.0)
+        self._have[:] = False  # the role's demand changes every row
         self._dirty: list[np.ndarray] = []
+        self._kept: np.ndarray | None = None  # candidates() groups kept between tasks
         # The least loaded feasible nodes, with room to spare for the nodes this role fills up.
         load = self.others[feasible, :6].sum(1)
         keep = min(len(feasible), PICK + self.job.num_tasks)
@@ -196,6 +203,9 @@ class IncrementalState(PlacementState):
 
     def rows(self, idx: np.ndarray, k: int) -> np.ndarray:
         """The rows ``PlacementState.features`` gives nodes ``idx`` for task ``k``."""
+        missing = idx[~self._have[idx]]
+        if len(missing):
+            self._fill(missing)
         out = self.R[idx]
         out[:, _FIRST] = idx == self.first
         out[:, _RANK] = np.where(self.mask[idx], self.position_of[idx] / max(1, self.n_feasible - 1), 0.0)
@@ -203,13 +213,30 @@ class IncrementalState(PlacementState):
             out[:, _HINT] = idx == self.hint[k]
         return out
 
-    def dirty(self, k: int) -> np.ndarray:
-        """Nodes whose rows changed (other than in rank) since the last call, for task ``k``."""
+    def _fill(self, idx: np.ndarray) -> None:
+        """Rows of ``R`` for nodes ``idx`` from the current state (``take`` keeps them current)."""
+        st, free, mask, has_own = self.static, self.free[idx], self.mask[idx], self.has_own[idx]
+        cap = st.cap_safe[idx]
+        block = np.empty((len(idx), self.R.shape[1]), dtype=np.float32)
+        block[:, :3], block[:, _FREE] = st.scaled_cap[idx], free / cap
+        block[:, _AFTER] = np.where(mask[:, None], (free[:, :2] - self.need[:2]) / cap[:, :2], 0.0)
+        block[:, _WHOLE] = self.whole[idx]
+        block[:, _OWN] = self.own[idx] / (max(1, self.job.num_ps), self.job.num_workers)
+        block[:, _SWITCH] = self.switch_has_own[st.switch_id[idx]]
+        block[:, _ELSEWHERE] = self.any_own & ~has_own
+        block[:, _POSITION], block[:, _HAS_OWN], block[:, _MASK] = st.position[idx], has_own, mask
+        block[:, _OTHERS:] = self.others[idx]
+        self.R[idx] = block
+        self._have[idx] = True
+
+    def dirty(self, k: int, stride: int = 1) -> np.ndarray:
+        """Nodes whose rows changed (other than in rank) since the last call, for task ``k``,
+        ascending; with ``stride``, only those at multiples of it (the summary's nodes)."""
         if self.hint is not None and k > 0:
-            self._dirty.append(np.array([self.hint[k - 1], self.hint[k]]))
-        out = np.unique(np.concatenate(self._dirty)) if self._dirty else np.zeros(0, dtype=np.int64)
+            self._dirty.append(self.hint[k - 1:k + 1])
+        out = self._union(np.concatenate(self._dirty)) if self._dirty else np.zeros(0, dtype=np.int64)
         self._dirty = []
-        return out[out >= 0]  # -1: "no first feasible node"
+        return out[out % stride == 0] if stride > 1 else out
 
     def take(self, i: int, role: Role) -> None:
         st, R = self.static, self.R
@@ -218,15 +245,18 @@ class IncrementalState(PlacementState):
         first, first_task = self.first, not self.any_own
         super().take(i, role)
         self.any_own = True
-        free = self.free[i]
-        for column, value in zip(self._by_resource, free.tolist()):
+        free = self.free[i].tolist()
+        for column, value in zip(self._by_resource, free):
             column[i] = value
-        self.share[i] = free[1] / st.cap_safe[i, 1]
+        cap = st.cap_list[i]
+        self.share[i] = free[1] / cap[1]
         whole = self._fits(self.remaining)
         flipped = np.flatnonzero(whole != self.whole)
         self.whole = whole
         R[flipped, _WHOLE] = whole[flipped]
-        self._dirty += [np.array([i, first]), flipped]
+        self._dirty += [np.array([i, first] if first >= 0 else [i]), flipped]
+        if len(flipped):
+            self._kept = None
         if new_switch:
             R[st.switch_members[sid], _SWITCH] = 1.0
             self._dirty.append(st.switch_members[sid])
@@ -234,14 +264,20 @@ class IncrementalState(PlacementState):
             self.near.append(st.switch_members[sid])
         elif not sid:  # nodes on no switch: "the same switch" is every such node; keep to its own
             self.near.append(np.array([i]))
+        if (new_switch and sid) or not sid:
+            self._kept = None
         if first_task:
             R[:, _ELSEWHERE] = 1.0  # every node but i, set below
         self._reorder(i)
-        R[i, _FREE] = free / st.cap_safe[i]
-        R[i, _OWN] = self.own[i, 0] / max(1, self.job.num_ps), self.own[i, 1] / self.job.num_workers
-        R[i, _ELSEWHERE], R[i, _HAS_OWN], R[i, _MASK] = 0.0, 1.0, self.mask[i]
-        R[i, _AFTER] = (free[:2] - self.need[:2]) / st.cap_safe[i, :2] if self.mask[i] else 0.0
-        self._dirty.append(np.array([self.first]))
+        if self._have[i]:  # i's row, as _fill computes it (Python floats: the same float64 arithmetic)
+            fits, need = bool(self.mask[i]), self._need
+            after = ((free[0] - need[0]) / cap[0], (free[1] - need[1]) / cap[1]) if fits else (0.0, 0.0)
+            own_ps, own_w = self.own[i].tolist()
+            R[i, 3:18] = (free[0] / cap[0], free[1] / cap[1], free[2] / cap[2], *after, bool(whole[i]),
+                          own_ps / max(1, self.job.num_ps), own_w / self.job.num_workers, 1.0, 0.0,
+                          st.position[i], 1.0, 0.0, 0.0, fits)
+        if self.first >= 0:
+            self._dirty.append(np.array([self.first]))
 
     def _reorder(self, i: int) -> None:
         """Moves i to its place by (share, index) in the order, or out of it if it no longer fits."""
@@ -249,8 +285,10 @@ class IncrementalState(PlacementState):
             return
         order, shares, n = self._order, self._sorted_share, self.n_feasible
         p = int(self.position_of[i])
-        self.mask[i] = still = bool((self.free[i] >= self.need).all())
+        f, need = self.free[i].tolist(), self._need
+        self.mask[i] = still = f[0] >= need[0] and f[1] >= need[1] and f[2] >= need[2]
         if not still:
+            self._kept = None
             order[p:n - 1], shares[p:n - 1] = order[p + 1:n], shares[p + 1:n]
             self.n_feasible = n = n - 1
             self.position_of[order[p:n]] = np.arange(p, n)
@@ -274,17 +312,27 @@ class IncrementalState(PlacementState):
 
     def candidates(self, k: int) -> np.ndarray:
         """The feasible nodes the scoring head sees for task ``k`` (the rule is in ``agent``),
-        ascending: ties go to the earlier node, as when every node is scored."""
+        ascending: ties go to the earlier node, as when every node is scored. The groups that
+        change only when a node stops fitting, or turns "whole", are kept between tasks."""
         mask, order = self.mask, self.order
         if len(order) <= 8 * PICK:
             return np.sort(order)
-        whole = self.whole & mask
-        near = [m[mask[m]] for m in self.near]  # feasible nodes on the switches holding the job's tasks
-        picks = [self._first_feasible(), order[:PICK], order[-PICK:], np.flatnonzero(whole)[:PICK],
-                 self.least_loaded[mask[self.least_loaded]][:PICK], *near]
+        if self._kept is None:
+            near = [m[mask[m]] for m in self.near]  # feasible nodes on the switches holding the job's tasks
+            self._kept = np.concatenate([self._first_feasible(), np.flatnonzero(self.whole & mask)[:PICK],
+                                         self.least_loaded[mask[self.least_loaded]][:PICK], *near])
+        picks = [self._kept, order[:PICK], order[-PICK:]]
         if self.hint is not None and mask[self.hint[k]]:
-            picks.append(np.array([self.hint[k]]))
-        return np.unique(np.concatenate(picks))
+            picks.append(self.hint[k:k + 1])
+        return self._union(np.concatenate(picks))
+
+    def _union(self, idx: np.ndarray) -> np.ndarray:
+        """The distinct values of ``idx`` (node indices), ascending (np.unique by a flag per node)."""
+        flag = self._flag
+        flag[idx] = True
+        out = np.flatnonzero(flag)
+        flag[out] = False
+        return out
 
     def _first_feasible(self) -> np.ndarray:
         """The first ``PICK`` feasible nodes in Slurm's order (a window from the first, else all)."""
