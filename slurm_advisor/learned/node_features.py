@@ -20,6 +20,7 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Role
 from slurm_advisor.domain.cluster import NodeLayout
 from slurm_advisor.learned.features import CPU, GPU, MEM, FeatureSchema, job_vector
 from slurm_advisor.learned.load_index import LoadIndex
+from slurm_advisor.learned.whole_nodes import WholeNodes
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 
 PICK = 16  # nodes per candidate group on large clusters (see agent)
@@ -151,6 +152,10 @@ class IncrementalState(PlacementState):
         self.position_of = np.zeros(len(self.names), dtype=np.int64)  # read where feasible only
         self.first = -1
         self._flag = np.zeros(len(self.names), dtype=bool)
+        self._roles, self._placed = job.roles(), 0
+        self._whole_nodes: WholeNodes | None = None
+        if len(self._roles) < 1 << 16:  # "whole" followed without a pass over the nodes
+            self._whole_nodes = WholeNodes(self.free, self.remaining, [self.demand(r) for r in self._roles])
         if self.hint is not None:
             self.hint = np.array(self.hint, dtype=np.int64)
 
@@ -187,7 +192,7 @@ class IncrementalState(PlacementState):
         self.n_feasible = len(feasible)
         self.position_of[self._order] = np.arange(len(feasible))
         self.first = int(feasible[0]) if len(feasible) else -1  # the first feasible node in Slurm's order
-        self.whole = self._fits(self.remaining)
+        self.whole = self._whole_nodes.whole if self._whole_nodes is not None else self._fits(self.remaining)
         self._have[:] = False  # the role's demand changes every row
         self._dirty: list[np.ndarray] = []
         self._kept: np.ndarray | None = None  # candidates() groups kept between tasks
@@ -250,9 +255,14 @@ class IncrementalState(PlacementState):
             column[i] = value
         cap = st.cap_list[i]
         self.share[i] = free[1] / cap[1]
-        whole = self._fits(self.remaining)
-        flipped = np.flatnonzero(whole != self.whole)
-        self.whole = whole
+        self._placed += 1
+        if self._whole_nodes is not None and role is self._roles[self._placed - 1]:
+            flipped = self._whole_nodes.turn_whole(self._placed, i, free)
+        else:  # tasks out of the job's order: the direct test
+            self._whole_nodes, whole = None, self._fits(self.remaining)
+            flipped = np.flatnonzero(whole != self.whole)
+            self.whole = whole
+        whole = self.whole
         R[flipped, _WHOLE] = whole[flipped]
         self._dirty += [np.array([i, first] if first >= 0 else [i]), flipped]
         if len(flipped):

@@ -1,0 +1,52 @@
+"""Which nodes could hold the rest of a job ("whole"), followed task by task without a pass
+over every node (numpy; no torch here).
+
+A node is whole while its free capacity covers what the job still needs. The tasks' demands
+are known before the first is placed, so the job's remaining demand after each task is a known
+non-increasing sequence, and a node whose free capacity does not change turns whole at a task
+count found by binary search and stays whole. Only the nodes the job's tasks take change their
+free capacity: each is searched again when it is taken. Every answer equals the direct test
+``(free >= remaining).all(axis=1)``.
+"""
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+
+class WholeNodes:
+    def __init__(self, free: np.ndarray, total: np.ndarray, demands: list[np.ndarray]):
+        """``free`` [nodes, 3] now, ``total`` the job's demand, ``demands`` each task's in order."""
+        remaining = [total.copy()]
+        for d in demands:  # as the state subtracts them, in float64
+            remaining.append(remaining[-1] - d)
+        self.remaining = np.array(remaining)              # [tasks + 1, 3], non-increasing
+        self._desc = [(-self.remaining[:, r]).tolist() for r in range(3)]  # ascending, for bisect
+        self.when = np.max([np.searchsorted(-self.remaining[:, r], -free[:, r], "left") for r in range(3)], axis=0)
+        self._by_when = np.argsort(self.when.astype(np.uint16), kind="stable")  # a radix sort
+        self._bounds = np.searchsorted(self.when[self._by_when], np.arange(len(remaining) + 1))
+        self._moved = np.zeros(len(free), dtype=bool)     # taken nodes: searched again, listed in _extra
+        self._extra: dict[int, list[int]] = {}
+        self.whole = self.when == 0
+
+    def turn_whole(self, placed: int, i: int, free_i: list[float]) -> np.ndarray:
+        """After the ``placed``-th task took node ``i`` (now ``free_i``): the nodes whose "whole"
+        changed (it is updated in ``self.whole``)."""
+        was = bool(self.whole[i])
+        self._moved[i] = True
+        when = max(placed, max(bisect.bisect_left(self._desc[r], -free_i[r]) for r in range(3)))
+        self.when[i] = when
+        if when > placed:
+            self._extra.setdefault(when, []).append(i)
+        bucket = self._by_when[self._bounds[placed]:self._bounds[placed + 1]]
+        turned = [bucket[~self._moved[bucket]]]  # free unchanged since the job began
+        extra = [j for j in self._extra.pop(placed, ()) if j != i and self.when[j] == placed]
+        if extra:
+            turned.append(np.array(extra, dtype=np.int64))
+        if (when == placed) != was:
+            turned.append(np.array([i], dtype=np.int64))
+        out = np.concatenate(turned) if len(turned) > 1 else turned[0]
+        self.whole[out] = True
+        self.whole[i] = when == placed
+        return out
