@@ -164,6 +164,55 @@ def test_the_hook_fails_open_with_the_daemon_killed_or_stopped(slurm: Slurm, dae
         time.sleep(5.5)  # the hook skips a daemon that timed out for 5 s (SLURM_ADVISOR_BACKOFF): let it lapse
 
 
+class GarbageDaemon:
+    """Answers every connection with bytes that are not the protocol, on the hook's socket."""
+
+    def __init__(self):
+        import socket
+        import threading
+        SOCKET.unlink(missing_ok=True)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(SOCKET))
+        self.sock.listen(64)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"\x00\xffnot the protocol {]\n")
+
+    def close(self):
+        self.sock.close()
+        SOCKET.unlink(missing_ok=True)
+
+
+def test_the_hook_fails_open_with_a_daemon_answering_garbage(slurm: Slurm, hooked):
+    garbage = GarbageDaemon()
+    try:
+        took = _submit_timed(slurm, 200)
+    finally:
+        garbage.close()
+    assert max(took) < 0.5, f"slowest submission {max(took):.3f} s"
+
+
+def test_no_job_field_reaches_a_shell(slurm: Slurm, daemons, tmp_path):
+    start(daemons, tmp_path, "--policy", "slurm-default")
+    canary = tmp_path / "pwned"
+    hostile = f"$(touch {canary})`touch {canary}`;touch {canary}"
+    job = run(["sbatch", "--parsable", "--hold", "-n", "4", "--output=/dev/null", f"--job-name={hostile}",
+               "--comment", f"{hostile} {PS_JOB} {hostile}", "--wrap=true"]).strip()
+    slurm.submitted.append(job)
+    time.sleep(1.5)  # a refresh or two: the daemon reads the queue with the job's fields in it
+    assert "AdminComment=slurm-advisor:d-" in run(["scontrol", "show", "job", job])  # it was advised
+    assert not canary.exists()
+
+
 def test_observe_mode_changes_nothing(slurm: Slurm, daemons, tmp_path):
     d = start(daemons, tmp_path, "--policy", "slurm-default", "--mode", "observe")
     job = slurm.submit(["--comment", PS_JOB, "-n", "4", "--gpus-per-task=1"], 5)
