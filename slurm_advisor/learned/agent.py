@@ -146,11 +146,15 @@ class _Summary:
         if fresh or self.h is None:
             rows = state.rows(self.nodes, k)
             self.h = self.scorer.encode_nodes(rows)
-            self.valid = np.abs(rows).sum(1) > 0
-            # Rows with a non-zero static column stay valid: the sums then need no mask.
+            # Rows with a non-zero static column stay valid: the sums then need no mask (h * True is h).
             self.always_valid = bool(state.static.nonzero[self.nodes].all())
-            self.count = max(1.0, float(self.valid.sum()))
-            self.total = (self.h * self.valid[:, None]).sum(0, dtype=np.float64)
+            if self.always_valid:
+                self.valid, self.count = None, max(1.0, float(len(self.nodes)))
+                self.total = self.h.sum(0, dtype=np.float64)
+            else:
+                self.valid = np.abs(rows).sum(1) > 0
+                self.count = max(1.0, float(self.valid.sum()))
+                self.total = (self.h * self.valid[:, None]).sum(0, dtype=np.float64)
             state.dirty(k)
             changed = _NONE
         else:
@@ -162,7 +166,7 @@ class _Summary:
         h = self.scorer.encode_nodes(rows)
         if len(changed):
             m, at = len(changed), changed // self.stride
-            if self.always_valid:  # h * True is h: the same sums
+            if self.always_valid:
                 self.total += h[:m].sum(0, dtype=np.float64) - self.h[at].sum(0, dtype=np.float64)
                 self.h[at] = h[:m]
             else:
