@@ -1,5 +1,10 @@
 """The store API: speed samples in, domain objects out; the schema kept current by Alembic.
 
+Live speed observations are ``speed_samples`` rows with source "live", so training reads them
+like any other sample (``load_samples(source="live")``); the raw report each came from is a
+``reports`` row linked to it (a report for a job the daemon has no placement for is kept raw,
+with no sample). Job outcomes and the model registry: :mod:`slurm_advisor.store.registry`.
+
 Migrations ship inside the package (``slurm_advisor/store/migrations``) so an installed wheel can
 upgrade its own database; ``db/alembic.ini`` points the Alembic CLI at the same directory.
 """
@@ -14,6 +19,7 @@ from typing import Self
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
 from alembic.util import CommandError
 from sqlalchemy import Engine, create_engine, event, func, insert, select
 from sqlalchemy.engine import URL, make_url
@@ -23,8 +29,10 @@ from sqlalchemy.orm import sessionmaker
 from slurm_advisor.domain.codec import decision_from_dict, decision_to_dict, sample_from_dict, sample_to_dict
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.observation import SpeedSample
+from slurm_advisor.domain.report import SpeedReport
 from slurm_advisor.errors import InputError
-from slurm_advisor.store.tables import DecisionRow, SpeedSampleRow
+from slurm_advisor.store.registry import OutcomesAndModels
+from slurm_advisor.store.tables import DecisionRow, ReportRow, SpeedSampleRow
 
 MIGRATIONS = Path(__file__).resolve().with_name("migrations")
 SOURCES = ("sim", "live")
@@ -48,7 +56,7 @@ def mask_url(url: str) -> str:
         return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
-class Store:
+class Store(OutcomesAndModels):
     """Speed samples in a SQLite or PostgreSQL database; the only owner of SQLAlchemy sessions.
 
     Build one with :meth:`open`; the constructor does no I/O so tests may pass in any engine whose
@@ -150,6 +158,44 @@ class Store:
     def count_decisions(self) -> int:
         with self._guard("cannot read from"), self._sessions() as session:
             return int(session.scalar(select(func.count()).select_from(DecisionRow)) or 0)
+
+    def record_reports(self, reports: Iterable[tuple[SpeedReport, SpeedSample | None]]) -> int:
+        """Insert each raw report and, where given, the live sample built from it, all in one
+        transaction; returns how many reports were written."""
+        items = [(r, None if s is None else _row(s)) for r, s in reports]
+        if not items:
+            return 0
+        sample_id = insert(SpeedSampleRow).returning(SpeedSampleRow.id)
+        with self._guard("cannot write to"), self._sessions.begin() as session:
+            rows = [_report_row(r, None if s is None else session.execute(sample_id, s).scalar_one())
+                    for r, s in items]
+            session.execute(insert(ReportRow.__table__), rows)
+        self.commits += 1
+        return len(items)
+
+    def load_reports(self, *, job_id: str | None = None, limit: int | None = None) -> list[SpeedReport]:
+        """Raw reports in arrival order, optionally of one job and at most ``limit`` of them."""
+        query = select(ReportRow).order_by(ReportRow.id)
+        if job_id is not None:
+            query = query.where(ReportRow.job_id == str(job_id))
+        if limit is not None:
+            query = query.limit(limit)
+        with self._guard("cannot read from"), self._sessions() as session:
+            return [SpeedReport(r.job_id, r.uid, r.iterations, r.seconds, r.window_end, r.decision_id,
+                                r.received_at) for r in session.scalars(query)]
+
+    def count_reports(self, *, sampled: bool | None = None) -> int:
+        """How many reports; ``sampled`` True/False: only those that did / did not give a sample."""
+        query = select(func.count()).select_from(ReportRow)
+        if sampled is not None:
+            query = query.where(ReportRow.sample_id.is_not(None) if sampled else ReportRow.sample_id.is_(None))
+        with self._guard("cannot read from"), self._sessions() as session:
+            return int(session.scalar(query) or 0)
+
+    def revision(self) -> str | None:
+        """The schema's Alembic revision (e.g. "0003")."""
+        with self._guard("cannot read from"), self._engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
 
     def close(self) -> None:
         """Release every pooled connection; the store must not be used afterwards."""
@@ -268,3 +314,9 @@ def _decision_row(d: Decision) -> dict[str, object]:
             "model_version": d.model_version, "job_type": d.job_type, "user_id": d.user_id,
             "nodes": ",".join(d.nodes), "latency_ms": d.latency_ms, "fallback": d.fallback,
             "reason": d.reason, "decision": decision_to_dict(d)}
+
+
+def _report_row(r: SpeedReport, sample_id: int | None) -> dict[str, object]:
+    return {"received_at": r.received_at if r.received_at is not None else r.window_end, "job_id": str(r.job_id),
+            "decision_id": r.decision_id, "uid": r.uid, "window_start": r.window_start, "window_end": r.window_end,
+            "iterations": r.iterations, "seconds": r.seconds, "speed": r.speed, "sample_id": sample_id}

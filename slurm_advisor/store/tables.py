@@ -8,7 +8,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, MetaData, String, Text, func
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    func,
+    text,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -62,3 +75,57 @@ class DecisionRow(Base):
     fallback: Mapped[bool] = mapped_column(Boolean)
     reason: Mapped[str] = mapped_column(Text)
     decision: Mapped[dict[str, Any]] = mapped_column(JsonDocument)
+
+
+class ReportRow(Base):
+    """One speed report as a job sent it (times: seconds since the epoch). ``sample_id`` links
+    the live speed sample built from it; NULL when the daemon had no placement for the job."""
+
+    __tablename__ = "reports"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    received_at: Mapped[float] = mapped_column(Float, index=True)
+    job_id: Mapped[str] = mapped_column(String(64), index=True)
+    decision_id: Mapped[str | None] = mapped_column(String(32))
+    uid: Mapped[int] = mapped_column(BigInteger)
+    window_start: Mapped[float] = mapped_column(Float)
+    window_end: Mapped[float] = mapped_column(Float)
+    iterations: Mapped[float] = mapped_column(Float)
+    seconds: Mapped[float] = mapped_column(Float)
+    speed: Mapped[float] = mapped_column(Float)
+    sample_id: Mapped[int | None] = mapped_column(Integer)  # speed_samples.id (no FK: tables truncate apart)
+
+
+class OutcomeRow(Base):
+    """Where an advised Slurm job stands or how it ended; one row per job id, upserted."""
+
+    __tablename__ = "outcomes"
+
+    job_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    decision_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    state: Mapped[str] = mapped_column(String(32))
+    submit_time: Mapped[float | None] = mapped_column(Float)
+    start_time: Mapped[float | None] = mapped_column(Float)
+    end_time: Mapped[float | None] = mapped_column(Float)
+    nodes: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class ModelRow(Base):
+    """One model in the registry; the partial unique index allows one ``active`` row at most."""
+
+    __tablename__ = "models"
+    __table_args__ = (Index("ix_models_one_active", "status", unique=True,
+                            sqlite_where=text("status = 'active'"), postgresql_where=text("status = 'active'")),)
+
+    version: Mapped[str] = mapped_column(String(64), primary_key=True)
+    directory: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[float] = mapped_column(Float)
+    first_sample_time: Mapped[float | None] = mapped_column(Float)
+    last_sample_time: Mapped[float | None] = mapped_column(Float)
+    samples: Mapped[int] = mapped_column(Integer)
+    live_samples: Mapped[int] = mapped_column(Integer)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JsonDocument)
+    promoted_at: Mapped[float | None] = mapped_column(Float)
+    retired_at: Mapped[float | None] = mapped_column(Float)

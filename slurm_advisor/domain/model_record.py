@@ -1,0 +1,28 @@
+"""One trained model in the registry: where its files are, what it learned from, how it scored."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MODEL_STATUSES = ("candidate", "active", "retired")
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """``version`` is the 12-hex hash of the model's files (``daemon.model_version``).
+
+    Times are seconds since the epoch; ``first_sample_time``/``last_sample_time`` bound the speed
+    samples it was fitted on, ``samples`` of them, ``live_samples`` of those from the cluster.
+    """
+
+    version: str
+    directory: str
+    status: str = "candidate"
+    created_at: float = 0.0
+    first_sample_time: float | None = None
+    last_sample_time: float | None = None
+    samples: int = 0
+    live_samples: int = 0
+    metrics: dict[str, Any] = field(default_factory=dict)
+    promoted_at: float | None = None
+    retired_at: float | None = None
