@@ -7,7 +7,7 @@ so that the trainer can assign returns afterwards.
 
 Cost per task is a few numpy passes over the nodes (no Python loop over nodes or running
 jobs: the co-located load comes from the cluster's ``LoadIndex``, switch affinity from switch
-ids; see ``node_features``). On clusters above ``FULL_SCORING_MAX_NODES`` nodes, greedy mode
+ids; see ``node_features``); on large clusters a task touches only the nodes it changes. On clusters above ``FULL_SCORING_MAX_NODES`` nodes, greedy mode
 (deployment) does not push every node through the network for every task:
 
 * the cluster summary (mean of every node's encoding) is computed at a role's first task (PS,
@@ -25,7 +25,9 @@ ids; see ``node_features``). On clusters above ``FULL_SCORING_MAX_NODES`` nodes,
 
 Up to that size (the benchmarks' 16 nodes, training, sample mode at any size) every node is
 scored for every task, as the network was trained; ``tests/learned/test_scaling.py`` checks
-that the selective path makes the same decisions as scoring every node on small clusters.
+that the selective path makes the same decisions as scoring every node on small clusters, and
+``tests/learned/test_fast_selective.py`` that it decides and holds as its previous, slower
+implementation (kept there) at 16 and 1,000 nodes.
 """
 from __future__ import annotations
 

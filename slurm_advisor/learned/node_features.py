@@ -6,9 +6,11 @@ is a numpy pass over the nodes; the co-located load comes from the cluster's ``L
 switch affinity from switch ids, so nothing loops over nodes or running jobs in Python.
 
 ``IncrementalState`` serves larger clusters: the per-node state stays in columns (free
-capacity, this job's tasks, feasibility, the order by free GPU share), each task updates them
-for the chosen node only (the order by one deletion and one insertion), and rows are built
-only for the nodes the network looks at (the candidates and the summary's nodes, see ``agent``).
+capacity, this job's tasks, feasibility, the order by free GPU share, rows already built), each
+task updates them for the nodes it changes only (the order shifted in place, "whole" nodes by
+the job's known remaining demand, see ``whole_nodes``), and rows are built only for the nodes
+the network looks at (the candidates and the summary's nodes, see ``agent``). A task costs a
+few dozen small numpy calls, none over every node except when a node stops fitting.
 """
 from __future__ import annotations
 
