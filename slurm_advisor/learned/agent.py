@@ -7,8 +7,9 @@ so that the trainer can assign returns afterwards.
 
 Cost per task is a few numpy passes over the nodes (no Python loop over nodes or running
 jobs: the co-located load comes from the cluster's ``LoadIndex``, switch affinity from switch
-ids; see ``node_features``); on large clusters a task touches only the nodes it changes. On clusters above ``FULL_SCORING_MAX_NODES`` nodes, greedy mode
-(deployment) does not push every node through the network for every task:
+ids; see ``node_features``); on large clusters a task touches only the nodes it changes. On
+clusters above ``FULL_SCORING_MAX_NODES`` nodes, greedy mode (deployment) does not push every
+node through the network for every task:
 
 * the cluster summary (mean of every node's encoding) is computed at a role's first task (PS,
   then workers) over every node, or, beyond ``SUMMARY_NODES`` (512) nodes, over every k-th
