@@ -1,5 +1,5 @@
 """The daemon, assembled: source + queue -> state (refreshed in the background) -> advice service
--> decisions store, served on a Unix socket. ``build_daemon(config)`` wires the real parts;
+-> decisions store, served on a Unix socket; speed reports and job outcomes go to the store too. ``build_daemon(config)`` wires the real parts;
 tests pass their own source, queue and store.
 """
 from __future__ import annotations
@@ -17,18 +17,23 @@ from slurm_advisor.advisor import Advisor
 from slurm_advisor.cluster.base import ClusterSource
 from slurm_advisor.daemon.claims import Claims
 from slurm_advisor.daemon.config import DaemonConfig
-from slurm_advisor.daemon.protocol import MODES, ProtocolError
-from slurm_advisor.daemon.queue import NoQueue, SlurmQueue
+from slurm_advisor.daemon.protocol import MODES, ProtocolError, parse_report
+from slurm_advisor.daemon.queue import AdvisedJob, NoQueue, SlurmQueue
+from slurm_advisor.daemon.samples import live_sample
 from slurm_advisor.daemon.server import AdvisorServer, Dispatcher
 from slurm_advisor.daemon.service import AdviceService
 from slurm_advisor.daemon.state import DaemonState, Refresher
-from slurm_advisor.daemon.writer import DecisionWriter
+from slurm_advisor.daemon.writer import BatchWriter, DecisionWriter
+from slurm_advisor.domain.decision import Decision
+from slurm_advisor.domain.outcome import Outcome
+from slurm_advisor.domain.report import SpeedReport
 from slurm_advisor.errors import InputError
 from slurm_advisor.store import Store
 
 log = logging.getLogger("slurm_advisor.daemon")
 _PACKAGED_MODEL = Path(__file__).resolve().parent.parent / "data" / "model"  # as learned.checkpoint
-_RECENT = 10_000  # decisions kept in memory for unpinning (the user's own node counts)
+_RECENT = 10_000  # decisions kept in memory for unpinning (the user's own node counts) and reports
+_TRACKED = 100_000  # advised jobs whose last recorded state is remembered (an outcome per change)
 
 
 class Daemon:
@@ -39,11 +44,17 @@ class Daemon:
         self.service = service
         self.state = DaemonState(config.mode, Claims(config.claim_ttl_s))
         self.writer = DecisionWriter(store)
+        self.reports = BatchWriter(None if store is None else self._write_reports, what="report",
+                                   describe=lambda item: f"of job {item[0].job_id}")
+        self.outcomes = BatchWriter(None if store is None else store.record_outcomes, what="outcome",
+                                    describe=lambda o: f"of job {o.job_id}")
         self.store = store
         self.refresher = Refresher(self.state, source, queue, period_s=config.refresh_s,
-                                   pin_bound_s=config.pin_bound_s, node_counts=self._user_node_counts)
+                                   pin_bound_s=config.pin_bound_s, node_counts=self._user_node_counts,
+                                   on_advised=self._track_outcomes)
         self._advise_lock = threading.Lock()  # claims: one decision at a time sees the previous ones
-        self._recent: dict[str, tuple[int | None, int | None]] = {}
+        self._recent: dict[str, Decision] = {}
+        self._tracked: dict[str, tuple[str, float, float]] = {}  # job id -> (state, start, end) recorded
 
     # -- requests ---------------------------------------------------------------------------
     def advise(self, fields: Any) -> dict[str, Any]:
@@ -58,13 +69,32 @@ class Daemon:
             reply, decision, job, placement = self.service.advise(snapshot, fields, self.state.mode)
             if placement is not None:
                 self.state.claims.add(decision.id, snapshot, job, placement, time.monotonic())
-        self._remember(decision.id, fields)
+        self._remember(decision)
         self.writer.put(decision)
         counters = self.state.counters
         counters.decisions += 1
         counters.placed += reply["action"] == "place"
         counters.capped += reply["action"] == "cap"
         return reply
+
+    def report(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
+        """A job's speed: checked, its owner checked against the last refresh, queued for the store."""
+        self.state.counters.reports += 1
+        try:
+            parsed = parse_report(request)
+            owner, decision = self.state.job(parsed.job_id)
+            if owner is None:
+                raise ProtocolError(f"report: job {parsed.job_id} is not running as far as the daemon knows "
+                                    f"(it reads the queue every {self.config.refresh_s:g} s); retry later")
+            if uid not in (0, owner):
+                raise ProtocolError(f"report: uid {uid} is neither root nor the owner of job {parsed.job_id}")
+        except ProtocolError:
+            self.state.counters.reports_refused += 1
+            raise
+        now = time.time()
+        self.reports.put((SpeedReport(parsed.job_id, uid, parsed.iterations, parsed.seconds, now, decision, now),
+                          self.state.latest()))
+        return {"ok": True}
 
     def switch_mode(self, mode: Any) -> dict[str, Any]:
         if mode not in MODES:
@@ -85,35 +115,63 @@ class Daemon:
                 "nodes": 0 if snap is None else len(snap.nodes), "claims": len(self.state.claims),
                 "uptime_s": round(time.time() - self.state.started_at, 1),
                 "decisions_written": self.writer.written, "decisions_dropped": self.writer.dropped,
-                **vars(self.state.counters)}
+                "reports_written": self.reports.written, "reports_dropped": self.reports.dropped,
+                "outcomes_written": self.outcomes.written, **vars(self.state.counters)}
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> None:
-        self.writer.start()
+        for writer in (self.writer, self.reports, self.outcomes):
+            writer.start()
         self.refresher.start()
 
     def stop(self) -> None:
         self.refresher.stop()
-        self.writer.stop()
+        for writer in (self.writer, self.reports, self.outcomes):
+            writer.stop()
         if self.store is not None:
             self.store.close()
 
     def dispatcher(self) -> Dispatcher:
         return Dispatcher(self, admin_uids=_uids(self.config.slurm_user))
 
-    def _remember(self, decision: str, fields: dict[str, Any]) -> None:
+    def _remember(self, decision: Decision) -> None:
         if len(self._recent) >= _RECENT:
             self._recent.pop(next(iter(self._recent)))
-        self._recent[decision] = (fields.get("min_nodes"), fields.get("max_nodes"))
+        self._recent[decision.id] = decision
 
-    def _user_node_counts(self, decision: str) -> tuple[int | None, int | None]:
-        if decision in self._recent or self.store is None:
-            return self._recent.get(decision, (None, None))
-        try:  # decided before a restart: the decision log has the request
-            found = self.store.decision(decision)
+    def _decision(self, decision_id: str | None) -> Decision | None:
+        """A recent decision from memory; one from before a restart from the decision log."""
+        if decision_id is None:
+            return None
+        found = self._recent.get(decision_id)
+        if found is not None or self.store is None:
+            return found
+        try:
+            return self.store.decision(decision_id)
         except InputError:
-            return None, None
+            return None
+
+    def _user_node_counts(self, decision_id: str) -> tuple[int | None, int | None]:
+        found = self._decision(decision_id)
         return (found.request.get("min_nodes"), found.request.get("max_nodes")) if found else (None, None)
+
+    def _write_reports(self, batch: list[tuple[SpeedReport, Any]]) -> int:
+        """The writer thread's work: each report with the live sample built from it (or none)."""
+        pairs = [(r, live_sample(snapshot, r.job_id, r.window_end, r.speed, self._decision(r.decision_id)))
+                 for r, snapshot in batch]
+        return self.store.record_reports(pairs)
+
+    def _track_outcomes(self, advised: list[AdvisedJob]) -> None:
+        """The refresher's hook: an outcome row per advised job, updated whenever Slurm's view changes."""
+        for job in advised:
+            seen = (job.state, job.start_time, job.end_time)
+            if self._tracked.get(job.job_id) == seen:
+                continue
+            if len(self._tracked) >= _TRACKED:
+                self._tracked.pop(next(iter(self._tracked)))
+            self._tracked[job.job_id] = seen
+            self.outcomes.put(Outcome(job.job_id, job.state, job.decision, job.submit_time or None,
+                                      job.start_time or None, job.end_time or None, job.nodes))
 
 
 def _uids(user: str) -> frozenset[int]:

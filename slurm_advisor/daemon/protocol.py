@@ -24,6 +24,8 @@ _MARKER_RE = re.compile(r"slurm-advisor:((?:\s+[a-z_]+=[^\s]+)+)")
 _MARKER_KEYS = {"type": str, "ps": int, "workers": int, "model_mb": float, "batch": int, "iters": float}
 _REQUIRED_MARKER_KEYS = ("type", "ps", "workers")
 _TYPE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
+_JOB_ID_RE = re.compile(r"[0-9]{1,20}")
+MAX_REPORT_SPEED = 1e6  # iterations/s: beyond this a report is a bug or a lie, not a speed
 _GPU_RE = re.compile(r"(?:^|,)gres[:/]gpu(?::[A-Za-z0-9_.-]+)?[:=](\d+)(?:,|$)")
 
 
@@ -112,6 +114,36 @@ def _marker_value(key: str, raw: str) -> Any:
     if not math.isfinite(value) or value < 0 or (kind is float and value == 0) or value > 1e9:
         raise ProtocolError(f"comment: marker {key}={raw!r} is out of range")
     return value
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """A checked ``report``: Slurm job ``job_id`` did ``iterations`` in the last ``seconds``."""
+
+    job_id: str
+    iterations: float
+    seconds: float
+
+
+def parse_report(request: dict[str, Any]) -> ReportRequest:
+    """The ``report`` request's fields, checked: finite, positive, at most MAX_REPORT_SPEED it/s."""
+    job_id = request.get("job_id")
+    if isinstance(job_id, int) and not isinstance(job_id, bool):
+        job_id = str(job_id)
+    if not isinstance(job_id, str) or not _JOB_ID_RE.fullmatch(job_id):
+        raise ProtocolError(f"report: job_id must be Slurm's numeric job id, not {job_id!r}")
+    iterations, seconds = _positive(request, "iterations"), _positive(request, "seconds")
+    speed = iterations / seconds
+    if not speed <= MAX_REPORT_SPEED:
+        raise ProtocolError(f"report: iterations/seconds is {speed:.3g} it/s, above {MAX_REPORT_SPEED:g}")
+    return ReportRequest(job_id, float(iterations), float(seconds))
+
+
+def _positive(request: dict[str, Any], field: str) -> float:
+    value = request.get(field)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ProtocolError(f"report: {field} must be a finite number > 0, not {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 The hook writes ``slurm-advisor:<decision>`` into each advised job's admin_comment, so one
 compact ``squeue -O`` per refresh tells the daemon which of its decisions started (their claims
-end) and which still wait pinned (``squeue --json`` is avoided: on 22.05 it ignores its filters and
+end), which ended and how (outcomes), which still wait pinned, and who owns every job that runs
+(who may report its speed) (``squeue --json`` is avoided: on 22.05 it ignores its filters and
 costs ~30 KB a job; see cluster/squeue_lines.py). Every command is an argument list with a
 timeout; nothing from a job reaches a shell. ``parse_squeue`` reads the JSON form too (22.05 plain
 values, 23.02+ ``{"number": ...}`` objects and state lists) for pyslurm-shaped documents.
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_advisor.cluster.base import SourceError
+from slurm_advisor.cluster.slurm_json import expand_hostlist
 from slurm_advisor.cluster.squeue_lines import SEP, parse_time, split
 
 ADMIN_PREFIX = "slurm-advisor:"
@@ -38,6 +40,10 @@ class AdvisedJob:
     required_nodes: str
     released: bool
     tasks: int = 1
+    user_id: int | None = None
+    start_time: float = 0.0       # 0: none yet (a pending job's is Slurm's estimate: not kept)
+    end_time: float = 0.0         # 0: not ended (a running job's is its time limit: not kept)
+    nodes: tuple[str, ...] = ()   # where it runs or ran
 
     @property
     def started(self) -> bool:
@@ -72,29 +78,57 @@ def _number(value: Any) -> Any:
     return value
 
 
-_LINE_FIELDS = ("JobID", "State", "SubmitTime", "NumTasks", "ReqNodes", "Admin_Comment")
+_LINE_FIELDS = ("JobID", "UserId", "State", "SubmitTime", "StartTime", "EndTime", "NumTasks", "ReqNodes",
+                "NodeList", "Admin_Comment")
 SQUEUE = ["squeue", "--noheader", "--states=all",
           "--Format=" + ",".join(f"{f}:{SEP}" for f in _LINE_FIELDS[:-1]) + f",{_LINE_FIELDS[-1]}:"]
+_FINAL = _STARTED - {"RUNNING", "COMPLETING", "SUSPENDED"}
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One read of the queue: the advised jobs, and the owner's uid of every job that has started
+    (running, or ended but still listed: MinJobAge)."""
+
+    advised: list[AdvisedJob]
+    owners: dict[str, int]
+
+
+def parse_listing(text: str) -> Listing:
+    """The advised jobs and the job owners in the output of :data:`SQUEUE`."""
+    advised, owners = [], {}
+    for line in filter(str.strip, text.splitlines()):
+        try:
+            job_id, uid, state, rest = split(line, 4)
+            job_id, state = job_id.strip(), state.strip()
+            if state in _STARTED:
+                owners[job_id] = int(uid)
+            if ADMIN_PREFIX in rest:
+                job = _advised(job_id, int(uid), state, rest)
+                if job is not None:
+                    advised.append(job)
+        except (SourceError, ValueError) as exc:
+            raise QueueError(f"squeue: {exc}") from None
+    return Listing(advised, owners)
 
 
 def parse_lines(text: str) -> list[AdvisedJob]:
     """The advised jobs in the output of :data:`SQUEUE`."""
-    out = []
-    for line in text.splitlines():
-        if ADMIN_PREFIX not in line:
-            continue
-        try:
-            job_id, state, submit, tasks, required, admin = split(line, len(_LINE_FIELDS))
-            match = _DECISION_RE.match(admin.strip())
-            if match is None:
-                continue
-            out.append(AdvisedJob(job_id.strip(), match.group(1), state.strip(),
-                                  parse_time(submit, f"job {job_id}: SubmitTime"),
-                                  "" if required.strip() in ("", "(null)") else required.strip(),
-                                  match.group(2) is not None, int(tasks or 1)))
-        except (SourceError, ValueError) as exc:
-            raise QueueError(f"squeue: {exc}") from None
-    return out
+    return parse_listing(text).advised
+
+
+def _advised(job_id: str, uid: int, state: str, rest: str) -> AdvisedJob | None:
+    submit, start, end, tasks, required, nodes, admin = split(rest, len(_LINE_FIELDS) - 3)
+    match = _DECISION_RE.match(admin.strip())
+    if match is None:
+        return None
+    where = f"job {job_id}"
+    return AdvisedJob(job_id, match.group(1), state, parse_time(submit, f"{where}: SubmitTime"),
+                      "" if required.strip() in ("", "(null)") else required.strip(),
+                      match.group(2) is not None, int(tasks or 1), uid,
+                      parse_time(start, f"{where}: StartTime") if state in _STARTED else 0.0,
+                      parse_time(end, f"{where}: EndTime") if state in _FINAL else 0.0,
+                      tuple(expand_hostlist(nodes.strip())) if nodes.strip() not in ("", "(null)") else ())
 
 
 class SlurmQueue:
@@ -102,8 +136,11 @@ class SlurmQueue:
         self.env = dict(os.environ, **({"SLURM_CONF": str(slurm_conf)} if slurm_conf else {}))
         self.timeout_s = timeout_s
 
+    def read(self) -> Listing:
+        return parse_listing(self._run(SQUEUE))
+
     def advised(self) -> list[AdvisedJob]:
-        return parse_lines(self._run(SQUEUE))
+        return self.read().advised
 
     def release(self, job: AdvisedJob, min_nodes: int | None, max_nodes: int | None) -> None:
         """Unpin (or uncap) a pending job: no required nodes, the node counts the user asked for.
@@ -128,6 +165,9 @@ class SlurmQueue:
 
 class NoQueue:
     """The simulated source's queue: nothing pending in a real Slurm; claims end by their bound."""
+
+    def read(self) -> Listing:
+        return Listing([], {})
 
     def advised(self) -> list[AdvisedJob]:
         return []

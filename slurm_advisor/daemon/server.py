@@ -249,7 +249,7 @@ class Dispatcher:
             return self.daemon.health()
         if op == "status":
             return self.daemon.status()
-        raise ProtocolError(f"{op}: not served by this daemon yet")
+        return self.daemon.report(request, uid)  # op is one of protocol.OPS: report
 
 
 class ServerThread:

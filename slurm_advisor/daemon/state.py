@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from slurm_advisor.cluster.base import ClusterSource
 from slurm_advisor.daemon.claims import Claims
 from slurm_advisor.daemon.protocol import MODES
-from slurm_advisor.daemon.queue import AdvisedJob, QueueError
+from slurm_advisor.daemon.queue import AdvisedJob, Listing, QueueError
 from slurm_advisor.domain import ClusterSnapshot
 
 log = logging.getLogger("slurm_advisor.daemon")
@@ -29,6 +29,8 @@ class Counters:
     errors: int = 0
     released: int = 0
     refresh_failures: int = 0
+    reports: int = 0
+    reports_refused: int = 0
 
 
 class DaemonState:
@@ -38,6 +40,8 @@ class DaemonState:
         self._mode = mode
         self._snapshot: ClusterSnapshot | None = None
         self._snapshot_at = 0.0
+        self._owners: dict[str, int] = {}       # Slurm job id -> uid, every started job
+        self._decisions: dict[str, str] = {}    # Slurm job id -> decision id, advised jobs
         self._lock = threading.Lock()
         self.started_at = time.time()
 
@@ -53,6 +57,22 @@ class DaemonState:
     def publish(self, snapshot: ClusterSnapshot) -> None:
         with self._lock:
             self._snapshot, self._snapshot_at = snapshot, time.monotonic()
+
+    def publish_jobs(self, listing: Listing) -> None:
+        """Who owns each started job, and which decision each advised job runs under."""
+        decisions = {j.job_id: j.decision for j in listing.advised}
+        with self._lock:
+            self._owners, self._decisions = listing.owners, decisions
+
+    def job(self, job_id: str) -> tuple[int | None, str | None]:
+        """(owner uid or None when the last refresh did not list it as started, decision id or None)."""
+        with self._lock:
+            return self._owners.get(job_id), self._decisions.get(job_id)
+
+    def latest(self) -> ClusterSnapshot | None:
+        """The latest snapshot as Slurm gave it (no claims subtracted)."""
+        with self._lock:
+            return self._snapshot
 
     def snapshot(self) -> ClusterSnapshot | None:
         """The latest snapshot less the claims of advised jobs not yet started."""
@@ -70,13 +90,15 @@ class DaemonState:
 
 class Refresher:
     """Every ``period_s``: read the queue, then the cluster (so a job that started before the queue
-    read is in the snapshot too), settle claims, unpin jobs pinned longer than ``pin_bound_s``."""
+    read is in the snapshot too), settle claims, unpin jobs pinned longer than ``pin_bound_s``,
+    and hand the advised jobs to ``on_advised`` (the daemon records their outcomes)."""
 
     def __init__(self, state: DaemonState, source: ClusterSource, queue, *, period_s: float,
-                 pin_bound_s: float, node_counts=lambda decision: (None, None)):
+                 pin_bound_s: float, node_counts=lambda decision: (None, None), on_advised=lambda jobs: None):
         self.state, self.source, self.queue = state, source, queue
         self.period_s, self.pin_bound_s = period_s, pin_bound_s
         self.node_counts = node_counts  # decision id -> the user's own (min_nodes, max_nodes)
+        self.on_advised = on_advised
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="snapshot-refresh", daemon=True)
 
@@ -95,15 +117,21 @@ class Refresher:
 
     def refresh_once(self) -> None:
         try:
-            advised = self.queue.advised()
+            listing = self.queue.read()
             snapshot = self.source.snapshot()
         except Exception as exc:  # noqa: BLE001 -- a failed refresh keeps the last snapshot, logged
             self.state.counters.refresh_failures += 1
             log.error("snapshot refresh failed (%s); keeping the last one", exc)
             return
         self.state.publish(snapshot)
+        self.state.publish_jobs(listing)
+        advised = listing.advised
         self.state.claims.settle((j.decision for j in advised if j.started), time.monotonic())
         self._release_stale(advised)
+        try:
+            self.on_advised(advised)
+        except Exception:  # outcomes are bookkeeping: never stop the refresh
+            log.exception("recording outcomes failed")
 
     def _release_stale(self, advised: list[AdvisedJob]) -> None:
         now = time.time()

@@ -1,34 +1,41 @@
-"""Decisions go to the store from a background thread: a request never waits on the database."""
+"""Decisions, reports and outcomes go to the store from background threads: a request never
+waits on the database."""
 from __future__ import annotations
 
 import logging
 import queue
 import threading
+from collections.abc import Callable
+from typing import Any
 
-from slurm_advisor.domain.decision import Decision
 from slurm_advisor.errors import InputError
 from slurm_advisor.store import Store
 
 log = logging.getLogger("slurm_advisor.daemon")
 _FLUSH_S = 0.5
 _BATCH = 500
-_BACKLOG = 100_000  # beyond this (a database down for long) decisions are dropped and counted
+_BACKLOG = 100_000  # beyond this (a database down for long) items are dropped and counted
 
 
-class DecisionWriter:
-    def __init__(self, store: Store | None):
-        self.store = store
+class BatchWriter:
+    """Items queued by ``put`` (never blocking) and written ``write(batch) -> count`` in batches of
+    up to 500, one transaction each. A batch that fails is written item by item, so one bad row
+    costs only itself; ``write`` None (no store) drops nothing and writes nothing."""
+
+    def __init__(self, write: Callable[[list[Any]], int] | None, *, what: str,
+                 describe: Callable[[Any], str] = repr):
+        self.write, self.what, self.describe = write, what, describe
         self.written = 0
         self.dropped = 0
-        self._queue: queue.Queue[Decision | None] = queue.Queue(maxsize=_BACKLOG)
-        self._thread = threading.Thread(target=self._run, name="decision-writer", daemon=True)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=_BACKLOG)
+        self._thread = threading.Thread(target=self._run, name=f"{what}-writer", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
-    def put(self, decision: Decision) -> None:
+    def put(self, item: Any) -> None:
         try:
-            self._queue.put_nowait(decision)
+            self._queue.put_nowait(item)
         except queue.Full:
             self.dropped += 1
 
@@ -41,29 +48,40 @@ class DecisionWriter:
     def _run(self) -> None:
         stopping = False
         while not stopping:
-            batch: list[Decision] = []
+            batch: list[Any] = []
             try:
                 item = self._queue.get(timeout=_FLUSH_S)
-                while item is not None and len(batch) < _BATCH:
+                while item is not None:
                     batch.append(item)
+                    if len(batch) >= _BATCH:  # full: write it; the next item waits for the next batch
+                        break
                     item = self._queue.get_nowait()
                 stopping = item is None
             except queue.Empty:
                 pass
             self._write(batch)
 
-    def _write(self, batch: list[Decision]) -> None:
-        if not batch or self.store is None:
+    def _write(self, batch: list[Any]) -> None:
+        if not batch or self.write is None:
             return
         try:
-            self.written += self.store.record_decisions(batch)
+            self.written += self.write(batch)
         except InputError as exc:  # the store's one-line form of any database failure
             if len(batch) == 1:
                 self.dropped += 1
-                log.error("dropped decision %s: %s", batch[0].id, exc)
+                log.error("dropped %s %s: %s", self.what, self.describe(batch[0]), exc)
                 return
             # One bad row (say, a decision id seen before a clock step back) must not cost the
             # batch: write them one by one.
-            log.warning("writing %d decisions one by one: %s", len(batch), exc)
-            for decision in batch:
-                self._write([decision])
+            log.warning("writing %d %ss one by one: %s", len(batch), self.what, exc)
+            for item in batch:
+                self._write([item])
+        except Exception:  # a bug costs the batch, never the writer thread
+            self.dropped += len(batch)
+            log.exception("dropped %d %ss", len(batch), self.what)
+
+
+class DecisionWriter(BatchWriter):
+    def __init__(self, store: Store | None):
+        super().__init__(None if store is None else store.record_decisions, what="decision",
+                         describe=lambda d: d.id)

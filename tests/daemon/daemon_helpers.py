@@ -1,6 +1,9 @@
 """Helpers of the daemon tests: a fixed in-memory cluster, the hook's fields, a daemon over them."""
 from __future__ import annotations
 
+import json
+import os
+import socket
 from dataclasses import replace
 from pathlib import Path
 
@@ -40,11 +43,49 @@ def identity(snapshot, job, placement):
 
 
 def make_daemon(tmp_path: Path, *, mode: str = "advise", policy=None, express=identity, store=True,
-                **config) -> Daemon:
+                queue=None, source=None, **config) -> Daemon:
     cfg = replace(DaemonConfig(), socket=tmp_path / "advisor.sock", mode=mode, refresh_s=0.05,
                   db=str(tmp_path / "advisor.db"), client_timeout_s=0.5, **config)
     service = AdviceService(Advisor(policy or SlurmDefaultPolicy()), express)
-    return Daemon(cfg, StaticSource(ClusterSnapshot.empty(NODES)), NoQueue(), service,
+    return Daemon(cfg, source or StaticSource(ClusterSnapshot.empty(NODES)), queue or NoQueue(), service,
                   Store.open(cfg.db) if store else None)
 
 
+
+
+def raw_exchange(path, data: bytes, timeout=2.0) -> bytes:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(path))
+        s.sendall(data)
+        chunks = []
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if chunk.endswith(b"\n"):
+                break
+        return b"".join(chunks)
+
+
+def exchange_as_nobody(path, line: bytes) -> dict:
+    """The reply to ``line`` from a client process running as uid 65534 (nobody); needs root."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: drop to nobody, then connect (peer credentials are taken at connect)
+        try:
+            os.close(read)
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(write, raw_exchange(path, line))
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)

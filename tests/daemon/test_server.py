@@ -10,29 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from daemon_helpers import marked
+from daemon_helpers import exchange_as_nobody, marked, raw_exchange
 
 from slurm_advisor.daemon.client import Client, call
 from slurm_advisor.store import Store
-
-
-def raw_exchange(path, data: bytes, timeout=2.0) -> bytes:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(str(path))
-        s.sendall(data)
-        chunks = []
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except TimeoutError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-            if chunk.endswith(b"\n"):
-                break
-        return b"".join(chunks)
 
 
 def test_health_status_and_advice(served):
@@ -107,21 +88,7 @@ def test_a_silent_client_is_dropped_after_the_timeout(served):
 
 def _as_nobody(path, op: str) -> dict:
     """The reply to ``op`` from a client process running as uid 65534 (nobody)."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: drop to nobody, then connect (peer credentials are taken at connect)
-        try:
-            os.close(read)
-            os.setgid(65534)
-            os.setuid(65534)
-            os.write(write, raw_exchange(path, json.dumps({"v": 1, "op": op, "job": {}}).encode() + b"\n"))
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        data = pipe.read()
-    os.waitpid(pid, 0)
-    return json.loads(data)
+    return exchange_as_nobody(path, json.dumps({"v": 1, "op": op, "job": {}}).encode() + b"\n")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching to another uid needs root")

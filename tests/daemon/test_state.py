@@ -6,7 +6,7 @@ import time
 from daemon_helpers import NODES, StaticSource
 
 from slurm_advisor.daemon.claims import Claims
-from slurm_advisor.daemon.queue import AdvisedJob, QueueError
+from slurm_advisor.daemon.queue import AdvisedJob, Listing, QueueError
 from slurm_advisor.daemon.state import DaemonState, Refresher
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources
 
@@ -19,6 +19,9 @@ class FakeQueue:
 
     def advised(self):
         return self.jobs
+
+    def read(self):
+        return Listing(self.advised(), {})
 
     def release(self, job, min_nodes, max_nodes):
         if self.fail:

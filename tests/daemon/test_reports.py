@@ -1,0 +1,200 @@
+"""Speed reports over the real socket: who may report, absurd values, many reporters, the samples
+they give; and the outcomes the refresh records for advised jobs."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from daemon_helpers import NODES, StaticSource, exchange_as_nobody, make_daemon, marked, raw_exchange
+
+from slurm_advisor.daemon.client import Client, call
+from slurm_advisor.daemon.queue import AdvisedJob, Listing
+from slurm_advisor.daemon.server import AdvisorServer, ServerThread
+from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources
+from slurm_advisor.store import Store
+
+
+class ListedQueue:
+    """squeue as the refresher reads it: owners of started jobs and the advised jobs, set by the test."""
+
+    def __init__(self, owners=None, advised=()):
+        self.owners, self.advised_jobs = dict(owners or {}), list(advised)
+
+    def read(self):
+        return Listing(list(self.advised_jobs), dict(self.owners))
+
+    def release(self, job, min_nodes, max_nodes):
+        raise AssertionError("nothing to release here")
+
+
+def _serve(daemon):
+    daemon.start()
+    return ServerThread(AdvisorServer(daemon.config.socket, daemon.dispatcher(), 2.0))
+
+
+@pytest.fixture
+def reporting(tmp_path):
+    queue = ListedQueue({"101": 1000, "102": 0})
+    daemon = make_daemon(tmp_path, queue=queue)
+    with _serve(daemon):
+        yield daemon, queue
+    daemon.stop()
+
+
+def test_root_may_report_for_any_listed_job_and_it_is_stored(reporting):
+    daemon, _ = reporting
+    path = daemon.config.socket
+    assert call(path, "report", job_id="101", iterations=500, seconds=10.0) == {"v": 1, "ok": True}
+    assert call(path, "report", job_id=102, iterations=3, seconds=0.5)["ok"] is True  # an int id is fine
+    unknown = call(path, "report", job_id="999", iterations=1, seconds=1)
+    assert not unknown["ok"] and "job 999 is not running" in unknown["error"] and "retry later" in unknown["error"]
+    status = call(path, "status")
+    assert (status["reports"], status["reports_refused"]) == (3, 1)
+    daemon.stop()
+    with Store.open(daemon.config.db, create=False) as store:
+        reports = store.load_reports()
+        assert [(r.job_id, r.uid, r.speed) for r in reports] == [("101", os.geteuid(), 50.0), ("102", os.geteuid(), 6.0)]
+        assert store.count_reports(sampled=True) == 0  # no decision, no marked job in the snapshot: raw only
+        assert abs(reports[0].window_end - reports[0].window_start - 10.0) < 1e-9
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"iterations": -5, "seconds": 1}, "iterations must be a finite number > 0"),
+    ({"iterations": 0, "seconds": 1}, "iterations must be"),
+    ({"iterations": 5, "seconds": 0}, "seconds must be"),
+    ({"iterations": "5", "seconds": 1}, "iterations must be"),
+    ({"iterations": True, "seconds": 1}, "iterations must be"),
+    ({"iterations": 1e12, "seconds": 1}, "above 1e+06"),
+    ({"iterations": 5, "seconds": 1e-300}, "above 1e+06"),
+    ({"iterations": 5}, "seconds must be"),
+    ({"job_id": "12; rm -rf /", "iterations": 5, "seconds": 1}, "job_id must be Slurm's numeric job id"),
+])
+def test_absurd_reports_are_refused_naming_the_field(reporting, fields, message):
+    daemon, _ = reporting
+    reply = call(daemon.config.socket, "report", **{"job_id": "101", **fields})
+    assert reply["ok"] is False and message in reply["error"], reply
+
+
+@pytest.mark.parametrize("number", [b"NaN", b"Infinity", b"1e400"])
+def test_non_finite_numbers_are_refused(reporting, number):
+    daemon, _ = reporting
+    line = b'{"v": 1, "op": "report", "job_id": "101", "iterations": ' + number + b', "seconds": 1}\n'
+    reply = json.loads(raw_exchange(daemon.config.socket, line))
+    assert reply["ok"] is False and ("not a number" in reply["error"] or "iterations must be" in reply["error"])
+
+
+def _report_as_nobody(path, job_id: str) -> dict:
+    line = json.dumps({"v": 1, "op": "report", "job_id": job_id, "iterations": 10, "seconds": 1})
+    return exchange_as_nobody(path, line.encode() + b"\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another uid needs root")
+def test_a_user_cannot_report_for_another_users_job():
+    public = Path(tempfile.mkdtemp(prefix="advisor-report-", dir="/tmp"))
+    os.chmod(public, 0o755)
+    daemon = make_daemon(public, queue=ListedQueue({"101": 1000, "103": 65534}))
+    try:
+        with _serve(daemon):
+            refused = _report_as_nobody(daemon.config.socket, "101")
+            assert refused["ok"] is False and "uid 65534 is neither root nor the owner of job 101" in refused["error"]
+            assert _report_as_nobody(daemon.config.socket, "103") == {"v": 1, "ok": True}  # its own job
+        daemon.stop()
+        with Store.open(daemon.config.db, create=False) as store:
+            assert [(r.job_id, r.uid) for r in store.load_reports()] == [("103", 65534)]
+    finally:
+        daemon.stop()
+        shutil.rmtree(public, ignore_errors=True)
+
+
+def test_100_concurrent_reporters_lose_nothing(tmp_path):
+    owners = {str(1000 + i): 0 for i in range(100)}
+    daemon = make_daemon(tmp_path, queue=ListedQueue(owners))
+    failures = []
+
+    def reporter(job_id):
+        with Client(daemon.config.socket, timeout_s=30) as client:
+            for i in range(100):
+                reply = client.call("report", job_id=job_id, iterations=i + 1, seconds=0.5)
+                if not reply["ok"]:
+                    failures.append(reply)
+
+    with _serve(daemon):
+        threads = [threading.Thread(target=reporter, args=(job_id,)) for job_id in owners]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    daemon.stop()
+    assert failures == []
+    with Store.open(daemon.config.db, create=False) as store:
+        assert store.count_reports() == 10_000
+        assert sorted(r.iterations for r in store.load_reports(job_id="1042")) == [float(i + 1) for i in range(100)]
+    assert daemon.reports.written == 10_000 and daemon.reports.dropped == 0
+
+
+def _neighbour() -> tuple[Job, Placement]:
+    job = Job("77", "vgg16", 0, 2, Resources(1, 1, 1000), Resources(1, 1, 1000), 1.0)
+    return job, Placement.of(job, ["n1", "n2"])
+
+
+def test_an_advised_job_reports_a_live_sample_with_its_layout_and_neighbours(tmp_path):
+    neighbour, where = _neighbour()
+    source = StaticSource(ClusterSnapshot.empty(NODES).with_job(neighbour, where))
+    queue = ListedQueue()
+    daemon = make_daemon(tmp_path, queue=queue, source=source)
+    with _serve(daemon):
+        advice = call(daemon.config.socket, "advise", job=marked(ps=1, workers=2))
+        assert advice["action"] == "place" and advice["layout"] == "ps=n1;worker=n1,n1"
+        queue.owners["501"] = 1000
+        queue.advised_jobs.append(AdvisedJob("501", advice["decision"], "RUNNING", time.time() - 5, "n1", False, 3,
+                                             1000, time.time() - 4, 0.0, ("n1",)))
+        time.sleep(0.3)  # a few refreshes
+        assert call(daemon.config.socket, "report", job_id="501", iterations=40, seconds=2.0)["ok"] is True
+    daemon.stop()
+    with Store.open(daemon.config.db, create=False) as store:
+        (sample,) = store.load_samples(source="live")
+        (report,) = store.load_reports()
+    assert report.decision_id == advice["decision"] and sample.speed == 20.0 and sample.source == "live"
+    assert sample.subject.job.id == "501" and sample.subject.job.type == "resnet50"
+    assert [(t.role.value, t.node) for t in sample.subject.placement.tasks] == [("ps", "n1"), ("worker", "n1"),
+                                                                                 ("worker", "n1")]
+    assert [n.job.id for n in sample.neighbours] == ["77"] and [n.name for n in sample.nodes] == ["n1", "n2"]
+
+
+def test_the_refresh_records_each_advised_jobs_outcome(tmp_path):
+    queue = ListedQueue()
+    daemon = make_daemon(tmp_path, queue=queue)
+    submit = time.time()  # pending for less than the pin bound: not released
+    job = AdvisedJob("601", "d-000000000abc", "PENDING", submit, "n2", False, 2, 1000)
+    with _serve(daemon):
+        queue.advised_jobs = [job]
+        time.sleep(0.3)
+        queue.advised_jobs = [AdvisedJob("601", job.decision, "RUNNING", submit, "n2", False, 2, 1000, 1010.0,
+                                         0.0, ("n2",))]
+        time.sleep(0.3)
+        queue.advised_jobs = [AdvisedJob("601", job.decision, "COMPLETED", submit, "n2", False, 2, 1000, 1010.0,
+                                         1100.0, ("n2",))]
+        time.sleep(0.3)
+    daemon.stop()
+    assert daemon.outcomes.written == 3  # one write per change of state, not one per refresh
+    with Store.open(daemon.config.db, create=False) as store:
+        outcome = store.outcome("601")
+    assert (outcome.state, outcome.decision_id, outcome.submit_time, outcome.start_time, outcome.end_time,
+            outcome.nodes) == ("COMPLETED", "d-000000000abc", submit, 1010.0, 1100.0, ("n2",))
+
+
+def test_a_writer_keeps_the_item_that_arrives_when_a_batch_is_full():
+    from slurm_advisor.daemon.writer import BatchWriter
+    written = []
+    writer = BatchWriter(lambda batch: written.extend(batch) or len(batch), what="thing")
+    for i in range(1201):  # two full batches of 500 and a rest, queued before the thread starts
+        writer.put(i)
+    writer.start()
+    writer.stop()
+    assert written == list(range(1201)) and writer.written == 1201
