@@ -158,25 +158,42 @@ class Simulation:
         touched: set[str] = set()
         unplanned: list[Job] = []
         earliest: dict[tuple, float] = {}  # identical jobs cannot start before each other
+        # Within a pass the room only shrinks (jobs start, reservations are added) and a longer
+        # limit overlaps more reservations, so once a shape fails could_fit at some limit it
+        # fails at every longer one (at any limit when no node was masked): shape -> that limit.
+        no_room: dict[tuple, float] = {}
         for job in list(self._queue[:self.config.bf_max_job_test]):
-            if not job.total_demand().fits_in(plan.total):
-                unplanned.append(job)  # not enough free in all: cannot start now, whatever the masks
-                continue
-            limit = self._limit(job)
-            room, masked = plan.room_now(limit)
-            if unplanned and could_fit(room, job):
-                self._plan(plan, unplanned, earliest, now)
-                room, masked = plan.room_now(limit)
-            snapshot = self.snapshot.with_free(room) if masked else self.snapshot
-            placement = self._try_start(job, snapshot, now)
+            placement = None
+            if job.total_demand().fits_in(plan.total):  # else: cannot start now, whatever the masks
+                placement = self._backfill_start(job, plan, unplanned, earliest, no_room, now)
             if placement is not None:
                 touched |= self._start(job, placement, now)
-                plan.started(now + limit, *self._ends.usage[job.id])
+                plan.started(now + self._limit(job), *self._ends.usage[job.id])
                 continue
             unplanned.append(job)
             if self.config.eager_plans:
                 self._plan(plan, unplanned, earliest, now)
         return touched
+
+    def _backfill_start(self, job: Job, plan: BackfillPass, unplanned: list[Job],
+                        earliest: dict[tuple, float], no_room: dict[tuple, float], now: float) -> Placement | None:
+        """Where ``job`` starts now in this pass, or None; plans the jobs ahead of it first if
+        it could start (their reservations may keep it from starting)."""
+        limit = self._limit(job)
+        shape = (job.num_ps, job.num_workers, job.ps_demand, job.worker_demand)
+        if limit >= no_room.get(shape, math.inf):
+            return None
+        room, masked = plan.room_now(limit)
+        fits = could_fit(room, job)
+        if fits and unplanned:
+            self._plan(plan, unplanned, earliest, now)
+            room, masked = plan.room_now(limit)
+            fits = could_fit(room, job)
+        if not fits:
+            no_room[shape] = min(no_room.get(shape, math.inf), limit if masked else -math.inf)
+            return None
+        snapshot = self.snapshot.with_free(room) if masked else self.snapshot
+        return self._advise(job, snapshot, now)
 
     def _plan(self, plan: BackfillPass, unplanned: list[Job], earliest: dict[tuple, float], now: float) -> None:
         for job in unplanned:
@@ -207,6 +224,9 @@ class Simulation:
     def _try_start(self, job: Job, snapshot: ClusterSnapshot, now: float) -> Placement | None:
         if not could_fit(snapshot.free_array(), job):
             return None  # no policy could place it: spare the advisor the call
+        return self._advise(job, snapshot, now)
+
+    def _advise(self, job: Job, snapshot: ClusterSnapshot, now: float) -> Placement | None:
         advice = self.advisor.advise(snapshot.at(now), job, self.rng)
         if advice.placement is not None and advice.fallback:
             self.fallbacks += 1
