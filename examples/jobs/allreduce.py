@@ -3,8 +3,9 @@
 Started by allreduce.sbatch with ``srun --distribution=arbitrary`` and the hostfile of
 ``slurm-advisor layout --format hostfile`` (task r on line r). Rank 0 opens the rendezvous at
 MASTER_ADDR:MASTER_PORT (the first worker's node, from the layout). Joining the group and the
-one-line report are ps_worker.py's (same folder), as is the model. Prints, per task, its node, the
-node the layout advised and the iterations/s it reached.
+one-line report are ps_worker.py's (same folder), as are the model and the speed reports to the
+advisor (rank 0, every 10 iterations). Prints, per task, its node, the node the layout advised
+and the iterations/s it reached.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from ps_worker import ITERATIONS, model, report, start
+from ps_worker import ITERATIONS, model, report, speed_reporter, start
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -25,6 +26,7 @@ def main() -> None:
     net = DistributedDataParallel(model())
     torch.manual_seed(1 + rank)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.05)
+    reporter = speed_reporter(rank)
     dist.barrier()
     began = time.perf_counter()
     for _ in range(ITERATIONS):
@@ -33,6 +35,10 @@ def main() -> None:
         optimizer.zero_grad()
         loss.backward()  # DDP all-reduces the gradients here
         optimizer.step()
+        if reporter:
+            reporter.step()
+    if reporter:
+        reporter.flush()
     report("worker", rank, rank, node, ITERATIONS / (time.perf_counter() - began),
            f" world={world} loss={loss.item():.3f}")
 
