@@ -1,0 +1,57 @@
+"""Speed reports and outcomes on the real testbed: a marked job runs `slurm-advisor report` from
+inside itself; the daemon stores it as a live speed sample, and the job's outcome when it ends.
+
+Needs the testbed started with the hook (tests/run.sh does), like test_live_path.py, whose daemon
+process and fixtures this file uses.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from slurmctl import Slurm, run
+from test_live_path import SOCKET, daemons, hooked, start  # noqa: F401 -- fixtures used below
+
+from slurm_advisor.store import Store
+
+pytestmark = pytest.mark.slurm
+
+MARKER = "slurm-advisor: type=resnet50 ps=0 workers=2"
+REPORTING_SCRIPT = """#!/bin/bash
+# Report a speed from inside the job, as a job script would (never fails the job).
+set -e
+sleep 2  # the daemon reads the queue every 0.5 s: let it see this job running
+{python} -m slurm_advisor.cli report --iterations 120 --seconds 2 --socket {socket} --verbose
+echo "reported"
+sleep 1
+"""
+
+
+def test_a_report_from_inside_a_job_becomes_a_live_sample_and_its_outcome_is_recorded(
+        slurm: Slurm, daemons, tmp_path: Path):  # noqa: F811 -- the fixture imported above
+    d = start(daemons, tmp_path, "--policy", "slurm-default")
+    script = tmp_path / "report.sh"
+    script.write_text(REPORTING_SCRIPT.format(python=sys.executable, socket=SOCKET))
+    out = tmp_path / "report.out"
+    job = run(["sbatch", "--parsable", f"--output={out}", "--comment", MARKER, "-n", "2", "--gpus-per-task=1",
+               "--mem-per-cpu=1000", f"--chdir={tmp_path}", str(script)]).strip()
+    slurm.submitted.append(job)
+    view = slurm.wait(job, lambda v: v.state == "COMPLETED", timeout_s=60, what="COMPLETED")
+    text = out.read_text()
+    assert "reported" in text and "not reported" not in text, text
+    time.sleep(1.5)  # a few refreshes: the daemon sees the job ended
+    d.stop()
+    with Store.open(str(d.db), create=False) as store:
+        (decision,) = store.load_decisions()
+        (report,) = store.load_reports(job_id=job)
+        samples = [s for s in store.load_samples(source="live") if s.subject.job.id == job]
+        outcome = store.outcome(job)
+    assert decision.action == "place" and report.decision_id == decision.id and report.speed == 60.0
+    (sample,) = samples
+    assert sample.speed == 60.0 and sample.subject.job.type == "resnet50"
+    assert [n for _, n in decision.layout] == [t.node for t in sample.subject.placement.tasks]
+    assert outcome is not None and outcome.state == "COMPLETED" and outcome.decision_id == decision.id
+    assert outcome.start_time == view.start.timestamp() and outcome.end_time == view.end.timestamp()
+    assert set(outcome.nodes) == set(decision.nodes)
