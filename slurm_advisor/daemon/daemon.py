@@ -17,8 +17,9 @@ from slurm_advisor.advisor import Advisor
 from slurm_advisor.cluster.base import ClusterSource
 from slurm_advisor.daemon.claims import Claims
 from slurm_advisor.daemon.config import DaemonConfig
+from slurm_advisor.daemon.jobcomp import JobCompFile, configured
 from slurm_advisor.daemon.protocol import MODES, ProtocolError, parse_report
-from slurm_advisor.daemon.queue import AdvisedJob, NoQueue, SlurmQueue
+from slurm_advisor.daemon.queue import AdvisedJob, NoQueue, QueueError, SlurmQueue
 from slurm_advisor.daemon.samples import live_sample
 from slurm_advisor.daemon.server import AdvisorServer, Dispatcher
 from slurm_advisor.daemon.service import AdviceService
@@ -38,7 +39,7 @@ _TRACKED = 100_000  # advised jobs whose last recorded state is remembered (an o
 
 class Daemon:
     def __init__(self, config: DaemonConfig, source: ClusterSource, queue, service: AdviceService,
-                 store: Store | None):
+                 store: Store | None, jobcomp: JobCompFile | None = None):
         self.config = config
         self.source = source
         self.service = service
@@ -55,6 +56,8 @@ class Daemon:
         self._advise_lock = threading.Lock()  # claims: one decision at a time sees the previous ones
         self._recent: dict[str, Decision] = {}
         self._tracked: dict[str, tuple[str, float, float]] = {}  # job id -> (state, start, end) recorded
+        self._open: dict[str, str | None] = {}  # advised jobs not seen to end: job id -> decision id
+        self.jobcomp = jobcomp
 
     # -- requests ---------------------------------------------------------------------------
     def advise(self, fields: Any) -> dict[str, Any]:
@@ -120,6 +123,11 @@ class Daemon:
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> None:
+        if self.store is not None and self.jobcomp is not None:
+            try:  # advised jobs whose end a previous run did not see: the completion file may have it
+                self._open.update((o.job_id, o.decision_id) for o in self.store.load_outcomes(final=False))
+            except InputError as exc:
+                log.error("cannot read open outcomes: %s", exc)
         for writer in (self.writer, self.reports, self.outcomes):
             writer.start()
         self.refresher.start()
@@ -170,8 +178,17 @@ class Daemon:
             if len(self._tracked) >= _TRACKED:
                 self._tracked.pop(next(iter(self._tracked)))
             self._tracked[job.job_id] = seen
-            self.outcomes.put(Outcome(job.job_id, job.state, job.decision, job.submit_time or None,
-                                      job.start_time or None, job.end_time or None, job.nodes))
+            outcome = Outcome(job.job_id, job.state, job.decision, job.submit_time or None,
+                              job.start_time or None, job.end_time or None, job.nodes)
+            self.outcomes.put(outcome)
+            if outcome.final:
+                self._open.pop(job.job_id, None)
+            elif len(self._open) < _TRACKED:
+                self._open[job.job_id] = job.decision
+        if self.jobcomp is not None and self._open:
+            for outcome in self.jobcomp.ended(self._open):
+                self._open.pop(outcome.job_id, None)
+                self.outcomes.put(outcome)
 
 
 def _uids(user: str) -> frozenset[int]:
@@ -209,7 +226,21 @@ def build_daemon(config: DaemonConfig) -> Daemon:
     service = AdviceService(Advisor(policy, fallback=fallback), express, model_version=version,
                             has_switches=any(n.switch for n in snapshot.nodes), hold_wait_s=config.hold_wait_s)
     store = Store.open(config.db)
-    return Daemon(config, source, queue, service, store)
+    return Daemon(config, source, queue, service, store, _jobcomp(queue))
+
+
+def _jobcomp(queue) -> JobCompFile | None:
+    """The job completion file, when slurmctld writes one (read once, at start)."""
+    if not isinstance(queue, SlurmQueue):
+        return None
+    try:
+        path = configured(queue.show_config())
+    except QueueError as exc:
+        log.warning("cannot read Slurm's config (%s): outcomes from squeue only", exc)
+        return None
+    if path is not None:
+        log.info("outcomes also from the job completion file %s", path)
+    return None if path is None else JobCompFile(path)
 
 
 def _make_source(config: DaemonConfig, make_source) -> ClusterSource:

@@ -142,6 +142,9 @@ class SlurmQueue:
     def advised(self) -> list[AdvisedJob]:
         return self.read().advised
 
+    def show_config(self) -> str:
+        return self._run(["scontrol", "show", "config"])
+
     def release(self, job: AdvisedJob, min_nodes: int | None, max_nodes: int | None) -> None:
         """Unpin (or uncap) a pending job: no required nodes, the node counts the user asked for.
 

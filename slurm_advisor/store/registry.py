@@ -13,7 +13,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from slurm_advisor.domain.model_record import MODEL_STATUSES, ModelRecord
-from slurm_advisor.domain.outcome import Outcome
+from slurm_advisor.domain.outcome import FINAL_STATES, Outcome
 from slurm_advisor.errors import InputError
 from slurm_advisor.store.tables import ModelRow, OutcomeRow
 
@@ -50,11 +50,13 @@ class OutcomesAndModels:
     def load_outcomes(self, *, final: bool | None = None, limit: int | None = None) -> list[Outcome]:
         """Outcomes, most recently updated first; ``final`` False: only jobs not ended yet."""
         query = select(OutcomeRow).order_by(OutcomeRow.updated_at.desc(), OutcomeRow.job_id)
+        if final is not None:
+            ended = OutcomeRow.state.in_(sorted(FINAL_STATES))
+            query = query.where(ended if final else ~ended)
         if limit is not None:
             query = query.limit(limit)
         with self._guard("cannot read from"), self._sessions() as session:
-            found = [_outcome(r) for r in session.scalars(query)]
-        return found if final is None else [o for o in found if o.final == final]
+            return [_outcome(r) for r in session.scalars(query)]
 
     # -- the model registry -----------------------------------------------------------------
     def register_model(self, record: ModelRecord) -> ModelRecord:
