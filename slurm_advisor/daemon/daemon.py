@@ -55,6 +55,7 @@ class Daemon:
                                    on_advised=self._track_outcomes)
         self._advise_lock = threading.Lock()  # claims: one decision at a time sees the previous ones
         self._recent: dict[str, Decision] = {}
+        self._recent_lock = threading.Lock()
         self._tracked: dict[str, tuple[str, float, float]] = {}  # job id -> (state, start, end) recorded
         self._open: dict[str, str | None] = {}  # advised jobs not seen to end: job id -> decision id
         self.jobcomp = jobcomp
@@ -143,21 +144,26 @@ class Daemon:
         return Dispatcher(self, admin_uids=_uids(self.config.slurm_user))
 
     def _remember(self, decision: Decision) -> None:
-        if len(self._recent) >= _RECENT:
-            self._recent.pop(next(iter(self._recent)))
-        self._recent[decision.id] = decision
+        with self._recent_lock:  # the request loop, the refresher and the report writer all use it
+            if len(self._recent) >= _RECENT:
+                self._recent.pop(next(iter(self._recent)))
+            self._recent[decision.id] = decision
 
     def _decision(self, decision_id: str | None) -> Decision | None:
         """A recent decision from memory; one from before a restart from the decision log."""
         if decision_id is None:
             return None
-        found = self._recent.get(decision_id)
+        with self._recent_lock:
+            found = self._recent.get(decision_id)
         if found is not None or self.store is None:
             return found
         try:
-            return self.store.decision(decision_id)
+            found = self.store.decision(decision_id)
         except InputError:
             return None
+        if found is not None:
+            self._remember(found)  # a job reports many times: read its decision once
+        return found
 
     def _user_node_counts(self, decision_id: str) -> tuple[int | None, int | None]:
         found = self._decision(decision_id)

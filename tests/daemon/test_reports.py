@@ -198,3 +198,20 @@ def test_a_writer_keeps_the_item_that_arrives_when_a_batch_is_full():
     writer.start()
     writer.stop()
     assert written == list(range(1201)) and writer.written == 1201
+
+
+def test_a_job_advised_before_a_restart_still_gets_its_layout(tmp_path):
+    first = make_daemon(tmp_path)
+    with _serve(first):
+        advice = call(first.config.socket, "advise", job=marked(workers=2))
+    first.stop()
+    queue = ListedQueue({"700": 1000}, [AdvisedJob("700", advice["decision"], "RUNNING", time.time(), "n1",
+                                                   False, 2, 1000, time.time(), 0.0, ("n1",))])
+    again = make_daemon(tmp_path, queue=queue)  # the same database: the decision is in its log
+    with _serve(again):
+        for _ in range(3):
+            assert call(again.config.socket, "report", job_id="700", iterations=10, seconds=1.0)["ok"] is True
+    again.stop()
+    with Store.open(again.config.db, create=False) as store:
+        samples = store.load_samples(source="live")
+    assert len(samples) == 3 and {tuple(t.node for t in s.subject.placement.tasks) for s in samples} == {("n1", "n1")}
