@@ -15,6 +15,7 @@ whose limit ends exactly when a reservation begins does not backfill on its node
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -88,6 +89,9 @@ class BackfillPass:
         self._times: np.ndarray | None = None   # candidate starts (cached until they change)
         self._entries: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._matrix: np.ndarray | None = None  # reservations x nodes, 1 where reserved
+        self._spans: tuple[np.ndarray, np.ndarray] | None = None  # reservation starts, ends
+        self._profile: _FreeProfile | None = None  # free at each planned end (small plans only)
+        self._no_start: dict[tuple, float] = {}  # shape -> shortest limit its counts never fit
 
     def room_now(self, limit: float) -> tuple[np.ndarray, bool]:
         """Free capacity a job with ``limit`` may use now (reserved nodes zeroed), and whether
@@ -104,7 +108,7 @@ class BackfillPass:
         if self._release_list is None:  # copy on first write: the engine's list stays as it is
             self._release_list = list(self.ends.entries)
         self._release_list.insert(bisect.bisect_right(self._release_list, end, key=_end), (end, nodes, amounts))
-        self._times = None
+        self._times = self._profile = None
 
     def reserve(self, job: Job, limit: float, max_nodes: int | None, not_before: float) -> float | None:
         """Plan ``job`` at its earliest start (not before ``not_before``, an earlier identical
@@ -112,11 +116,33 @@ class BackfillPass:
 
         The candidate starts are now and every planned end and reservation end; they are tested
         a chunk at a time as arrays (free capacity at each candidate, reserved nodes masked,
-        each role's slots counted), and cons_tres is asked only where the counts say it fits."""
+        each role's slots counted), and cons_tres is asked only where the counts say it fits.
+
+        The counts are monotone: in a pass the room at any time only shrinks (jobs start,
+        reservations are added), a longer limit overlaps more reservations, and between two
+        candidates the room only shrinks. So once a shape's counts fail at every candidate
+        within the window, they fail for every later job of that shape with a limit as long."""
+        shape = (job.num_ps, job.num_workers, job.ps_demand, job.worker_demand)
+        if limit >= self._no_start.get(shape, math.inf):
+            return None
+        profile = self._free_profile()
+        if profile is not None:
+            start, counted = self._reserve_small(profile, job, limit, max_nodes, not_before)
+        else:
+            start, counted = self._reserve_chunked(job, limit, max_nodes, not_before)
+        if not counted:
+            self._no_start[shape] = min(limit, self._no_start.get(shape, math.inf))
+        return start
+
+    def _reserve_chunked(self, job: Job, limit: float, max_nodes: int | None,
+                         not_before: float) -> tuple[float | None, bool]:
+        """The search a chunk of candidates at a time; also whether the counts passed at any
+        candidate within the window (from now, whatever ``not_before``)."""
         times, rows, cols, vals = self._timeline()
         horizon = self.now + self.window_s
         chunk = max(1, _CELLS // max(1, len(self.free)))
         free = self.free
+        counted = False
         for lo in range(0, len(times), chunk):
             t = times[lo:lo + chunk]
             deltas = np.zeros((len(t), len(free), 3), dtype=np.int64)
@@ -124,16 +150,52 @@ class BackfillPass:
             np.add.at(deltas, (rows[a:b] - lo, cols[a:b]), vals[a:b])
             stacked = free + np.cumsum(deltas, axis=0)  # free at each candidate
             blocked = self._blocked(t, t + limit)
-            for c in np.flatnonzero((t >= not_before) & (t <= horizon) & _fits_each(stacked, blocked, job)):
+            fits = (t <= horizon) & _fits_each(stacked, blocked, job)
+            counted = counted or bool(fits.any())
+            for c in np.flatnonzero(fits & (t >= not_before)):
                 room = np.where(blocked[c][:, None], 0, stacked[c]) if blocked is not None else stacked[c]
                 taken = choose_nodes(self.layout, room, job, max_nodes=max_nodes)
                 if taken is not None:
                     self._add(float(t[c]), float(t[c]) + limit, np.array(sorted(i for i, _ in taken)))
-                    return float(t[c])
+                    return float(t[c]), True
             if t[-1] > horizon:
-                return None
+                return None, counted
             free = stacked[-1]
-        return None  # cannot happen for an admissible job: everything ends eventually
+        return None, counted  # cannot happen for an admissible job: everything ends eventually
+
+    def _reserve_small(self, profile: _FreeProfile, job: Job, limit: float, max_nodes: int | None,
+                       not_before: float) -> tuple[float | None, bool]:
+        """``reserve`` on a plan small enough to hold the free capacity at every planned end at
+        once: the same candidates in the same order, each role's slots counted once per pass."""
+        times, at = profile.candidates(self.reservations)
+        keep = int(np.searchsorted(times, self.now + self.window_s, side="right"))
+        t, at = times[:keep], at[:keep]
+        blocked = self._blocked(t, t + limit)
+        ok = np.ones(len(t), dtype=bool)
+        for demand, count in ((job.ps_demand, job.num_ps), (job.worker_demand, job.num_workers)):
+            if count:
+                slots = np.minimum(profile.slots(demand)[at], count)
+                if blocked is not None:
+                    slots[blocked] = 0
+                ok &= slots.sum(axis=1) >= count
+        if not ok.any():
+            return None, False
+        for c in np.flatnonzero(ok & (t >= not_before)):
+            room = profile.free[at[c]]
+            if blocked is not None:
+                room = np.where(blocked[c][:, None], 0, room)
+            taken = choose_nodes(self.layout, room, job, max_nodes=max_nodes)
+            if taken is not None:
+                self._add(float(t[c]), float(t[c]) + limit, np.array(sorted(i for i, _ in taken)))
+                return float(t[c]), True
+        return None, True
+
+    def _free_profile(self) -> _FreeProfile | None:
+        if self._profile is None:
+            if (len(self._releases()) + 1) * max(1, len(self.free)) > _CELLS:
+                return None  # the chunked search below bounds the memory
+            self._profile = _FreeProfile(self.now, self.free, self._releases())
+        return self._profile
 
     def _timeline(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Candidate starts, and what running jobs release at each, as (candidate, node, amount)
@@ -157,8 +219,10 @@ class BackfillPass:
         """Per candidate, the nodes reserved during [t0, t1) (None: nothing reserved)."""
         if not self.reservations:
             return None
-        starts = np.array([r.start for r in self.reservations])
-        ends = np.array([r.end for r in self.reservations])
+        if self._spans is None or len(self._spans[0]) != len(self.reservations):
+            self._spans = (np.array([r.start for r in self.reservations]),
+                           np.array([r.end for r in self.reservations]))
+        starts, ends = self._spans
         overlap = (starts[None, :] <= t1[:, None]) & (ends[None, :] > t0[:, None])
         return (overlap.astype(np.float32) @ self._reserved_matrix()) > 0
 
@@ -177,3 +241,38 @@ class BackfillPass:
     def _releases(self) -> list[tuple[float, np.ndarray, np.ndarray]]:
         """What running jobs (and those started in this pass) free, by planned end."""
         return self.ends.entries if self._release_list is None else self._release_list
+
+
+class _FreeProfile:
+    """Free capacity per node at now and at every planned end after it (what running jobs and
+    those started in the pass release by then), and the task slots of each demand there."""
+
+    def __init__(self, now: float, free: np.ndarray, releases: list[tuple[float, np.ndarray, np.ndarray]]):
+        self.now = now
+        ends = np.array([e[0] for e in releases], dtype=float)
+        self.times = np.unique(np.concatenate(([now], ends[ends > now])))
+        deltas = np.zeros((len(self.times), len(free), 3), dtype=np.int64)
+        if releases:
+            at = np.searchsorted(self.times, np.maximum(ends, now))
+            rows = np.repeat(at, [len(e[1]) for e in releases])
+            np.add.at(deltas, (rows, np.concatenate([e[1] for e in releases])),
+                      np.concatenate([e[2] for e in releases]))
+        self.free = free + np.cumsum(deltas, axis=0)
+        self._slots: dict[Resources, np.ndarray] = {}
+        self._candidates: tuple[int, np.ndarray, np.ndarray] | None = None
+
+    def slots(self, demand: Resources) -> np.ndarray:
+        """usable_slots of ``demand`` at each planned end, shape (ends, nodes)."""
+        if demand not in self._slots:
+            self._slots[demand] = usable_slots(self.free.reshape(-1, 3), demand).reshape(self.free.shape[:2])
+        return self._slots[demand]
+
+    def candidates(self, reservations: list[Reservation]) -> tuple[np.ndarray, np.ndarray]:
+        """The candidate starts (now, the planned ends, the reservations' ends), and for each
+        the index of the last planned end at or before it (what is free then)."""
+        if self._candidates is None or self._candidates[0] != len(reservations):
+            res_ends = np.array([r.end for r in reservations], dtype=float)
+            times = np.unique(np.concatenate((self.times, res_ends)))
+            at = np.searchsorted(self.times, times, side="right") - 1
+            self._candidates = (len(reservations), times, at)
+        return self._candidates[1], self._candidates[2]
