@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import pwd
+import re
 import signal
 import threading
 import time
@@ -229,21 +230,36 @@ def build_daemon(config: DaemonConfig) -> Daemon:
     fallback = SlurmDefaultPolicy() if config.policy == "learned" else None
     version = model_version(config.model) if config.policy == "learned" else None
     snapshot = source.snapshot()
+    show_config = _show_config(queue)
     service = AdviceService(Advisor(policy, fallback=fallback), express, model_version=version,
-                            has_switches=any(n.switch for n in snapshot.nodes), hold_wait_s=config.hold_wait_s)
+                            has_switches=any(n.switch for n in snapshot.nodes), hold_wait_s=config.hold_wait_s,
+                            pins=not block_topology(show_config))
     store = Store.open(config.db)
-    return Daemon(config, source, queue, service, store, _jobcomp(queue))
+    return Daemon(config, source, queue, service, store, _jobcomp(show_config))
 
 
-def _jobcomp(queue) -> JobCompFile | None:
-    """The job completion file, when slurmctld writes one (read once, at start)."""
+def _show_config(queue) -> str | None:
+    """``scontrol show config`` once at start (None for the simulated source or when it fails)."""
     if not isinstance(queue, SlurmQueue):
         return None
     try:
-        path = configured(queue.show_config())
+        return queue.show_config()
     except QueueError as exc:
-        log.warning("cannot read Slurm's config (%s): outcomes from squeue only", exc)
+        log.warning("cannot read Slurm's config (%s): outcomes from squeue only, pins allowed", exc)
         return None
+
+
+def block_topology(show_config: str | None) -> bool:
+    """Whether Slurm places by topology/block (23.11+), where pinning with -w fails the job."""
+    return bool(show_config) and re.search(r"^TopologyPlugin\s*=\s*topology/block\b", show_config,
+                                           re.MULTILINE) is not None
+
+
+def _jobcomp(show_config: str | None) -> JobCompFile | None:
+    """The job completion file, when slurmctld writes one (read once, at start)."""
+    if show_config is None:
+        return None
+    path = configured(show_config)
     if path is not None:
         log.info("outcomes also from the job completion file %s", path)
     return None if path is None else JobCompFile(path)

@@ -81,8 +81,12 @@ def _text(fields: dict[str, Any], name: str) -> str | None:
 
 class AdviceService:
     def __init__(self, advisor: Advisor, express: Express, *, model_version: str | None = None,
-                 has_switches: bool = False, hold_wait_s: float = 600.0, seed: int = 0):
+                 has_switches: bool = False, hold_wait_s: float = 600.0, pins: bool = True, seed: int = 0):
         self.advisor = advisor
+        # False under topology/block (Slurm 23.11+), where -w conflicts with block placement (the
+        # topology wins and the job gets no allocation): a placement is then sent as a node-count
+        # cap, Slurm picks the nodes inside its blocks.
+        self.pins = pins
         self.express = express
         self.model_version = model_version
         self.has_switches = has_switches
@@ -99,19 +103,23 @@ class AdviceService:
         placement, reason = self._expressed(snapshot, job, advice)
         layout = _layout(placement)
         action = self._action(mode, placement, advice)
+        cap_nodes = advice.max_nodes
+        if action == "place" and not self.pins:
+            action, cap_nodes = "cap", len(placement.nodes())
         reply: dict[str, Any] = {"ok": True, "decision": decision_id, "mode": mode, "action": action,
                                  "reason": reason or advice.reason}
         if action == "place":
             reply.update(nodes=",".join(placement.nodes()), min_nodes=len(placement.nodes()),
                          max_nodes=len(placement.nodes()), num_tasks=job.num_tasks, layout=format_layout(layout))
         elif action == "cap":
-            reply.update(max_nodes=advice.max_nodes, switches=1 if self.has_switches else None,
-                         wait4switch_s=int(self.hold_wait_s) if self.has_switches else None)
+            held = advice.held
+            reply.update(max_nodes=cap_nodes, switches=1 if self.has_switches and held else None,
+                         wait4switch_s=int(self.hold_wait_s) if self.has_switches and held else None)
         decision = Decision(
             decision_id, datetime.now(UTC), mode, action, advice.policy, self.model_version, job.type,
             fields.get("user_id") if isinstance(fields.get("user_id"), int) else None, dict(fields),
             layout=tuple(layout) if action == "place" else (), would=tuple(layout) if action != "place" else (),
-            max_nodes=advice.max_nodes, latency_ms=(time.perf_counter() - started) * 1e3,
+            max_nodes=cap_nodes, latency_ms=(time.perf_counter() - started) * 1e3,
             fallback=advice.fallback, reason=reply["reason"])
         return reply, decision, job, placement if action == "place" else None
 

@@ -86,3 +86,18 @@ def test_decision_ids_are_unique_increasing_and_of_the_documented_form():
     assert len(set(ids)) == len(ids) and ids == sorted(ids)
     assert all(re.fullmatch(r"d-[0-9a-f]{12}", i) for i in ids)
     assert DecisionIds()() > ids[0]  # a restarted daemon does not reuse the first ids
+
+
+def test_under_block_topology_a_placement_is_a_node_count_cap_not_a_pin():
+    svc = AdviceService(Advisor(SlurmDefaultPolicy()), identity, pins=False, has_switches=True)
+    reply, decision, _, placement = svc.advise(ClusterSnapshot.empty(NODES), marked(workers=6), "advise")
+    assert reply["action"] == "cap" and reply["max_nodes"] == 2 and "nodes" not in reply
+    assert reply["switches"] is None  # not a hold: no switch wait
+    assert placement is None and decision.would and decision.max_nodes == 2
+
+
+def test_block_topology_is_read_from_slurms_config():
+    from slurm_advisor.daemon.daemon import block_topology
+    assert block_topology("SwitchType = switch/none\nTopologyPlugin          = topology/block\n")
+    assert not block_topology("TopologyPlugin          = topology/tree\n")
+    assert not block_topology("TopologyPlugin          = topology/default\n") and not block_topology(None)
