@@ -27,6 +27,7 @@ from slurm_advisor.daemon.protocol import ProtocolError, format_layout, parse_ma
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.resources import Resources
+from slurm_advisor.policies.cons_tres import select
 
 Express = Callable[[ClusterSnapshot, Job, Placement], Placement | None]
 
@@ -102,7 +103,7 @@ class AdviceService:
         advice = self.advisor.advise(snapshot, job, self._rng)
         placement, reason = self._expressed(snapshot, job, advice)
         layout = _layout(placement)
-        action = self._action(mode, placement, advice)
+        action = self._action(mode, placement, advice, snapshot, job)
         cap_nodes = advice.max_nodes
         if action == "place" and not self.pins:
             action, cap_nodes = "cap", len(placement.nodes())
@@ -132,14 +133,22 @@ class AdviceService:
         return placement, ""
 
     @staticmethod
-    def _action(mode: str, placement: Placement | None, advice: Advice) -> str:
+    def _action(mode: str, placement: Placement | None, advice: Advice, snapshot: ClusterSnapshot,
+                job: Job) -> str:
         if mode == "observe":
             return "none"
         if placement is not None:
             return "place"
-        if mode == "enforce" and advice.held and advice.max_nodes:
+        if mode == "enforce" and advice.held and advice.max_nodes and _cap_feasible(snapshot, job, advice.max_nodes):
             return "cap"
         return "none"
+
+
+def _cap_feasible(snapshot: ClusterSnapshot, job: Job, max_nodes: int) -> bool:
+    """Whether the job fits in ``max_nodes`` nodes of the empty cluster. Slurm rejects at submission
+    a job whose node cap no node configuration can meet ("Requested node configuration is not
+    available"): a cap the job can never meet would cost the user the job."""
+    return select(ClusterSnapshot.empty(snapshot.nodes), job, max_nodes=max_nodes) is not None
 
 
 def _layout(placement: Placement | None) -> list[tuple[str, str]]:

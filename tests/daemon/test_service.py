@@ -101,3 +101,10 @@ def test_block_topology_is_read_from_slurms_config():
     assert block_topology("SwitchType = switch/none\nTopologyPlugin          = topology/block\n")
     assert not block_topology("TopologyPlugin          = topology/tree\n")
     assert not block_topology("TopologyPlugin          = topology/default\n") and not block_topology(None)
+
+
+def test_a_cap_the_job_can_never_meet_is_not_sent():
+    # Slurm rejects at submission a job whose node cap no configuration meets: that would cost
+    # the user the job. Four 4-GPU nodes: 8 one-GPU workers need two nodes even when empty.
+    reply = service(Holding()).advise(ClusterSnapshot.empty(NODES), marked(workers=8), "enforce")[0]
+    assert reply["action"] == "none"

@@ -259,3 +259,54 @@ def test_the_daemon_itself_releases_a_stale_pin(slurm: Slurm, daemons, tmp_path)
     view = slurm.wait(pinned, lambda v: v.state == "RUNNING", timeout_s=20, what="RUNNING after the daemon's release")
     assert set(view.allocation) & {"n1", "n2"} == set()
     assert json.loads(json.dumps(call(SOCKET, "status")))["released"] == 1
+
+
+class AlwaysHold:
+    """A policy that always waits for one node: what the learned policy's holding does, made certain."""
+
+    name = "always-hold"
+
+    def place(self, snapshot, job, rng):
+        from slurm_advisor.policies.base import Hold
+        return Hold("waiting for a single node", max_nodes=1)
+
+    def score_nodes(self, snapshot, job):
+        return {}
+
+
+def test_enforce_turns_a_hold_into_a_node_count_cap_that_is_released_after_the_bound(slurm: Slurm, hooked,
+                                                                                      tmp_path):
+    from dataclasses import replace
+
+    from slurm_advisor.advisor import Advisor
+    from slurm_advisor.cluster.slurm_cli import SlurmCliSource
+    from slurm_advisor.daemon.config import DaemonConfig
+    from slurm_advisor.daemon.daemon import Daemon
+    from slurm_advisor.daemon.expressible import express
+    from slurm_advisor.daemon.queue import SlurmQueue
+    from slurm_advisor.daemon.server import AdvisorServer, ServerThread
+    from slurm_advisor.daemon.service import AdviceService
+
+    config = replace(DaemonConfig(), socket=SOCKET, mode="enforce", refresh_s=0.5, pin_bound_s=4.0,
+                     db=str(tmp_path / "advisor.db"), client_timeout_s=1.0)
+    daemon = Daemon(config, SlurmCliSource(), SlurmQueue(), AdviceService(Advisor(AlwaysHold()), express),
+                    Store.open(config.db))
+    daemon.start()
+    try:
+        with ServerThread(AdvisorServer(SOCKET, daemon.dispatcher(), 1.0)):
+            # every node keeps 4 of its 8 CPUs: 6 tasks fit on one node of the empty cluster (so
+            # Slurm accepts the cap) but not now, so the cap of one node keeps the job pending
+            blockers = [slurm.submit(["-n", "4", "-w", n], 60) for n in ("n1", "n2", "n3", "n4")]
+            for b in blockers:
+                slurm.wait(b, lambda v: v.state == "RUNNING")
+            time.sleep(1.2)
+            job = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=6", "-n", "6"], 5)
+            info = run(["scontrol", "show", "job", job])
+            assert "NumNodes=1-1" in info or re.search(r"NumNodes=1 ", info), info
+            assert "AdminComment=slurm-advisor:d-" in info and re.search(r"ReqNodeList=\(null\)", info)
+            assert slurm.job(job).state == "PENDING"
+            # the bound passes: the daemon restores the user's node counts and Slurm starts it on two
+            view = slurm.wait(job, lambda v: v.state == "RUNNING", timeout_s=20, what="RUNNING after release")
+            assert len(view.allocation) == 2
+    finally:
+        daemon.stop()
