@@ -1,8 +1,11 @@
 """One backfill pass: per-node plans from time limits, reservations that block whole nodes."""
 import numpy as np
+import pytest
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Resources
+from slurm_advisor.sim import backfill
 from slurm_advisor.sim.backfill import BackfillPass, RunningEnds
+from slurm_advisor.sim.scheduler import SchedulerConfig
 
 NODES = (Node("n1", 8, 2, 32_000), Node("n2", 8, 2, 32_000), Node("n3", 8, 2, 32_000))
 GPU = np.array([2, 1, 8_000])
@@ -78,3 +81,41 @@ def test_an_identical_earlier_job_bounds_the_search() -> None:
     free, ends = running(("a", 100.0, {0: 2}), ("b", 200.0, {1: 2}))
     plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
     assert plan.reserve(job(2), 10.0, None, 150.0) == 200.0   # 0 and 100 are not even tried
+
+
+def test_a_shape_that_fits_nowhere_is_still_searched_with_a_shorter_limit() -> None:
+    # n1, n2 free at 100, n3 at 200; the 6-GPU job is planned on all three at 200-250
+    free, ends = running(("a", 100.0, {0: 2, 1: 2}), ("b", 200.0, {2: 2}))
+    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=220.0)
+    assert plan.reserve(job(6), 50.0, None, 0.0) == 200.0
+    assert plan.reserve(job(2), 120.0, None, 0.0) is None   # 100-220 overlaps it; 250 is too late
+    assert plan.reserve(job(2), 90.0, None, 0.0) == 100.0   # 100-190 does not
+    assert plan.reserve(job(2), 150.0, None, 0.0) is None
+
+
+class _Forgets(dict):
+    """A memo that keeps nothing: every search runs in full."""
+
+    def __setitem__(self, key, value) -> None:
+        pass
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_shortcuts_plan_exactly_as_the_full_search(seed: int, monkeypatch) -> None:
+    # the free capacity built once per pass, the shapes whose counts fit nowhere skipped: the
+    # same reservations and starts as the chunked search with nothing skipped
+    from test_scheduling import _random_trace, run
+    nodes, jobs = _random_trace(seed, n=60, early=True)
+    config = SchedulerConfig(bf_interval_s=2.0, eager_plans=True, bf_window_s=600.0)
+    fast, fast_result = run(nodes, jobs, config=config)
+    init = BackfillPass.__init__
+
+    def full_search(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self._no_start = _Forgets()
+
+    monkeypatch.setattr(BackfillPass, "__init__", full_search)
+    monkeypatch.setattr(backfill, "_CELLS", 8)  # two candidates a chunk on 4 nodes, never one profile
+    slow, slow_result = run(nodes, jobs, config=config)
+    assert fast.planned and fast.planned == slow.planned
+    assert fast_result.records == slow_result.records
