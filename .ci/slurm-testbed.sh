@@ -128,6 +128,8 @@ PriorityType=priority/basic
 ${SLURM_ADVISOR_TESTBED_HOOK:+JobSubmitPlugins=lua}
 NodeName=n[1-4] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$NODE_PORT-$((NODE_PORT + 3))] CPUs=8 RealMemory=32000 Gres=gpu:4 State=UNKNOWN
 PartitionName=batch Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP
+# A second partition over two of the nodes: the advisor must pin a job only to its partition's nodes.
+PartitionName=small Nodes=n[1-2] MaxTime=INFINITE State=UP
 EOF
     mv "$CONF.new" "$CONF"
     if [ -n "${SLURM_ADVISOR_TESTBED_HOOK:-}" ]; then

@@ -222,7 +222,8 @@ def _node(raw: Any, i: int) -> NodeReading:
     gpus = gres_gpus(strings(raw.get("gres"), f"{where}: gres"))
     features = raw.get("active_features", raw.get("features"))
     node = Node(name, cpus, gpus, mem, None, frozenset(f for s in strings(features, f"{where}: features")
-                                                       for f in s.split(",") if f))
+                                                       for f in s.split(",") if f),
+                frozenset(p for s in strings(raw.get("partitions"), f"{where}: partitions") for p in s.split(",") if p))
     states = frozenset(s.upper() for s in strings(raw.get("state"), f"{where}: state")
                        + strings(raw.get("state_flags"), f"{where}: state_flags"))
     if not states:

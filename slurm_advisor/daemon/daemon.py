@@ -233,7 +233,7 @@ def build_daemon(config: DaemonConfig) -> Daemon:
     show_config = _show_config(queue)
     service = AdviceService(Advisor(policy, fallback=fallback), express, model_version=version,
                             has_switches=any(n.switch for n in snapshot.nodes), hold_wait_s=config.hold_wait_s,
-                            pins=not block_topology(show_config))
+                            pins=not block_topology(show_config), default_partition=_default_partition(queue))
     store = Store.open(config.db)
     return Daemon(config, source, queue, service, store, _jobcomp(show_config))
 
@@ -246,6 +246,16 @@ def _show_config(queue) -> str | None:
         return queue.show_config()
     except QueueError as exc:
         log.warning("cannot read Slurm's config (%s): outcomes from squeue only, pins allowed", exc)
+        return None
+
+
+def _default_partition(queue) -> str | None:
+    if not isinstance(queue, SlurmQueue):
+        return None
+    try:
+        return queue.default_partition()
+    except QueueError as exc:
+        log.warning("cannot read Slurm's partitions (%s): a job without -p is not pinned", exc)
         return None
 
 

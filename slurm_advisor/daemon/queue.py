@@ -145,6 +145,14 @@ class SlurmQueue:
     def show_config(self) -> str:
         return self._run(["scontrol", "show", "config"])
 
+    def default_partition(self) -> str | None:
+        """The partition a job without -p runs in (``Default=YES``); None if there is none."""
+        for line in self._run(["scontrol", "show", "partition", "--oneliner"]).splitlines():
+            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            if fields.get("Default") == "YES":
+                return fields.get("PartitionName")
+        return None
+
     def release(self, job: AdvisedJob, min_nodes: int | None, max_nodes: int | None) -> None:
         """Unpin (or uncap) a pending job: no required nodes, the node counts the user asked for.
 

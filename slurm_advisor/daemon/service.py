@@ -82,8 +82,13 @@ def _text(fields: dict[str, Any], name: str) -> str | None:
 
 class AdviceService:
     def __init__(self, advisor: Advisor, express: Express, *, model_version: str | None = None,
-                 has_switches: bool = False, hold_wait_s: float = 600.0, pins: bool = True, seed: int = 0):
+                 has_switches: bool = False, hold_wait_s: float = 600.0, pins: bool = True,
+                 default_partition: str | None = None, seed: int = 0):
         self.advisor = advisor
+        # Slurm rejects at submission a job pinned to a node outside its partition: the policy
+        # sees only the nodes of the partition the job runs in (the default one when unset).
+        self.default_partition = default_partition
+        self._partition_masks: dict[tuple[int, str], np.ndarray] = {}
         # False under topology/block (Slurm 23.11+), where -w conflicts with block placement (the
         # topology wins and the job gets no allocation): a placement is then sent as a node-count
         # cap, Slurm picks the nodes inside its blocks.
@@ -100,7 +105,9 @@ class AdviceService:
         started = time.perf_counter()
         decision_id = decision_id or new_decision_id()
         job = job_from_request(fields, decision_id)
-        advice = self.advisor.advise(snapshot, job, self._rng)
+        snapshot, partition_issue = self._in_partition(snapshot, fields.get("partition"))
+        advice = self.advisor.advise(snapshot, job, self._rng) if partition_issue is None else \
+            Advice(job.id, None, self.advisor.policy.name, reason=partition_issue)
         placement, reason = self._expressed(snapshot, job, advice)
         layout = _layout(placement)
         action = self._action(mode, placement, advice, snapshot, job)
@@ -123,6 +130,30 @@ class AdviceService:
             max_nodes=cap_nodes, latency_ms=(time.perf_counter() - started) * 1e3,
             fallback=advice.fallback, reason=reply["reason"])
         return reply, decision, job, placement if action == "place" else None
+
+    def _in_partition(self, snapshot: ClusterSnapshot, partition: Any) -> tuple[ClusterSnapshot, str | None]:
+        """The snapshot with only the nodes of the job's partition free; or why it cannot say."""
+        if partition is not None and not isinstance(partition, str):
+            raise ProtocolError("job.partition must be a string")
+        name = partition or self.default_partition
+        if not any(n.partitions for n in snapshot.nodes[:1]):
+            return snapshot, None  # no partitions known (a simulated cluster): every node
+        if name is None:
+            return snapshot, "the job names no partition and Slurm's default one is unknown: no pin"
+        if "," in name:
+            return snapshot, "several partitions requested: Slurm chooses one, so no pin"
+        key = (id(snapshot.layout), name)
+        mask = self._partition_masks.get(key)
+        if mask is None:
+            if len(self._partition_masks) > 64:
+                self._partition_masks.clear()
+            mask = np.array([name in n.partitions for n in snapshot.nodes], dtype=bool)
+            self._partition_masks[key] = mask
+        if mask.all():
+            return snapshot, None
+        if not mask.any():
+            return snapshot, f"partition {name!r} holds none of the nodes the advisor knows"
+        return snapshot.with_free(np.where(mask[:, None], snapshot.free_array(), 0)), None
 
     def _expressed(self, snapshot: ClusterSnapshot, job: Job, advice: Advice) -> tuple[Placement | None, str]:
         if advice.placement is None:

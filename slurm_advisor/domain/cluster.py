@@ -27,6 +27,8 @@ class Node:
     mem_mb: int
     switch: str | None = None
     features: frozenset[str] = frozenset()
+    #: Slurm partitions holding the node; empty: no partitions known (simulated clusters)
+    partitions: frozenset[str] = frozenset()
 
     @property
     def capacity(self) -> Resources:

@@ -55,12 +55,12 @@ def running_from_dict(d: dict) -> RunningJob:
 
 def node_to_dict(n: Node) -> dict:
     return {"name": n.name, "cpus": n.cpus, "gpus": n.gpus, "mem_mb": n.mem_mb,
-            "switch": n.switch, "features": sorted(n.features)}
+            "switch": n.switch, "features": sorted(n.features), "partitions": sorted(n.partitions)}
 
 
 def node_from_dict(d: dict) -> Node:
     return Node(str(d["name"]), int(d["cpus"]), int(d["gpus"]), int(d["mem_mb"]),
-                d.get("switch"), frozenset(d.get("features", ())))
+                d.get("switch"), frozenset(d.get("features", ())), frozenset(d.get("partitions", ())))
 
 
 def sample_to_dict(s: SpeedSample) -> dict:

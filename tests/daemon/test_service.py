@@ -4,7 +4,7 @@ from daemon_helpers import NODES, identity, marked
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.daemon.protocol import ProtocolError
 from slurm_advisor.daemon.service import AdviceService, job_from_request
-from slurm_advisor.domain import ClusterSnapshot, Resources
+from slurm_advisor.domain import ClusterSnapshot, Node, Resources
 from slurm_advisor.policies.base import Hold
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 
@@ -108,3 +108,33 @@ def test_a_cap_the_job_can_never_meet_is_not_sent():
     # the user the job. Four 4-GPU nodes: 8 one-GPU workers need two nodes even when empty.
     reply = service(Holding()).advise(ClusterSnapshot.empty(NODES), marked(workers=8), "enforce")[0]
     assert reply["action"] == "none"
+
+
+PARTED = tuple(Node(f"n{i}", 8, 4, 32000, partitions=frozenset({"batch"} | ({"small"} if i <= 2 else set())))
+               for i in range(1, 5))
+
+
+def _busy_small_nodes():
+    # n1 and n2 (the "small" partition) have 2 GPUs free, n3 and n4 all four
+    snap = ClusterSnapshot.empty(PARTED)
+    free = snap.free_array().copy()
+    free[:2, 1] = 2
+    return snap.with_free(free)
+
+
+def test_a_job_is_placed_only_on_nodes_of_its_partition():
+    snap = _busy_small_nodes()
+    svc = service(default_partition="batch")
+    assert svc.advise(snap, marked(workers=4), "advise")[0]["nodes"] == "n3"   # default partition: any node
+    reply = svc.advise(snap, marked(workers=4, partition="small"), "advise")[0]
+    assert reply["action"] == "place" and set(reply["nodes"].split(",")) <= {"n1", "n2"}
+
+
+@pytest.mark.parametrize(("partition", "default", "why"), [
+    ("small,batch", "batch", "several partitions"),
+    (None, None, "default one is unknown"),
+    ("gpu", "batch", "holds none of the nodes"),
+])
+def test_no_pin_when_the_partition_is_unclear(partition, default, why):
+    reply = service(default_partition=default).advise(_busy_small_nodes(), marked(partition=partition), "advise")[0]
+    assert reply["action"] == "none" and why in reply["reason"]

@@ -310,3 +310,21 @@ def test_enforce_turns_a_hold_into_a_node_count_cap_that_is_released_after_the_b
             assert len(view.allocation) == 2
     finally:
         daemon.stop()
+
+
+def test_a_job_is_pinned_only_to_nodes_of_its_partition(slurm: Slurm, daemons, tmp_path):
+    # n1 and n2 form the "small" partition. With 2 GPUs taken on each, slurm-default's best fit on
+    # the whole cluster would be n3; a job in "small" pinned there would be rejected by Slurm.
+    start(daemons, tmp_path, "--policy", "slurm-default")
+    blockers = [slurm.submit(["-n", "1", "--gpus-per-task=2", "-w", n], 60) for n in ("n1", "n2")]
+    for b in blockers:
+        slurm.wait(b, lambda v: v.state == "RUNNING")
+    time.sleep(1.2)
+    job = slurm.submit(["-p", "small", "--comment", "slurm-advisor: type=bert ps=0 workers=4", "-n", "4",
+                        "--gpus-per-task=1"], 5)
+    view = slurm.wait(job, lambda v: v.state == "RUNNING", timeout_s=20)
+    info = run(["scontrol", "show", "job", job])
+    assert "AdminComment=slurm-advisor:d-" in info and re.search(r"ReqNodeList=n\[?[12]", info), info
+    assert set(view.allocation) <= {"n1", "n2"}
+    plain = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=4", "-n", "4", "--gpus-per-task=1"], 5)
+    assert set(slurm.wait(plain, lambda v: v.state == "RUNNING", timeout_s=20).allocation) <= {"n3", "n4"}
