@@ -38,6 +38,9 @@ class DaemonConfig:
     client_timeout_s: float = 2.0             # a connection that sends nothing is dropped after this
     log_file: Path | None = None              # None: stderr
     log_level: str = "info"
+    metrics_port: int = 0                     # Prometheus metrics on this HTTP port; 0: off
+    metrics_address: str = "127.0.0.1"        # where the metrics port listens
+    decision_log: Path | None = None          # JSONL: one line per decision, appended; None: off
 
     def validated(self) -> DaemonConfig:
         if self.mode not in MODES:
@@ -48,14 +51,17 @@ class DaemonConfig:
                      "client_timeout_s"):
             if not getattr(self, name) > 0:
                 raise InputError(f"{name} must be positive, not {getattr(self, name)!r}")
+        if not 0 <= self.metrics_port <= 65535:
+            raise InputError(f"metrics_port must be a TCP port (0 = off), not {self.metrics_port!r}")
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):
             raise InputError(f"log_level {self.log_level!r}: expected debug, info, warning or error")
         return self
 
 
 _FIELDS = {f.name: f for f in fields(DaemonConfig)}
-_PATHS = {"socket", "cluster", "model", "slurm_conf", "log_file"}
+_PATHS = {"socket", "cluster", "model", "slurm_conf", "log_file", "decision_log"}
 _FLOATS = {n for n, f in _FIELDS.items() if f.type == "float"}
+_INTS = {n for n, f in _FIELDS.items() if f.type == "int"}
 
 
 def load_config(file: Path | None = None, env: Mapping[str, str] | None = None,
@@ -106,6 +112,12 @@ def _convert(key: str, raw: Any, where: str) -> Any:
         if value is None:
             raise InputError(f"{where} must be a number of seconds, not {raw!r}")
         return value
+    if key in _INTS:
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.strip().isdigit():
+            return int(raw)
+        raise InputError(f"{where} must be a whole number, not {raw!r}")
     if not isinstance(raw, str):
         raise InputError(f"{where} must be a string, not {raw!r}")
     return raw

@@ -19,6 +19,7 @@ from slurm_advisor.cluster.base import ClusterSource
 from slurm_advisor.daemon.claims import Claims
 from slurm_advisor.daemon.config import DaemonConfig
 from slurm_advisor.daemon.jobcomp import JobCompFile, configured
+from slurm_advisor.daemon.metrics import DaemonMetrics
 from slurm_advisor.daemon.protocol import MODES, ProtocolError, parse_report
 from slurm_advisor.daemon.queue import AdvisedJob, NoQueue, QueueError, SlurmQueue
 from slurm_advisor.daemon.samples import live_sample
@@ -45,7 +46,7 @@ class Daemon:
         self.source = source
         self.service = service
         self.state = DaemonState(config.mode, Claims(config.claim_ttl_s))
-        self.writer = DecisionWriter(store)
+        self.writer = DecisionWriter(store, config.decision_log)
         self.reports = BatchWriter(None if store is None else self._write_reports, what="report",
                                    describe=lambda item: f"of job {item[0].job_id}")
         self.outcomes = BatchWriter(None if store is None else store.record_outcomes, what="outcome",
@@ -60,6 +61,7 @@ class Daemon:
         self._tracked: dict[str, tuple[str, float, float]] = {}  # job id -> (state, start, end) recorded
         self._open: dict[str, str | None] = {}  # advised jobs not seen to end: job id -> decision id
         self.jobcomp = jobcomp
+        self.metrics = DaemonMetrics(self) if config.metrics_port else None
 
     # -- requests ---------------------------------------------------------------------------
     def advise(self, fields: Any) -> dict[str, Any]:
@@ -69,8 +71,8 @@ class Daemon:
         with self._advise_lock:
             snapshot = self.state.snapshot()
             if snapshot is None:
-                return {"ok": True, "decision": None, "mode": self.state.mode, "action": "none",
-                        "reason": "no cluster snapshot yet"}
+                return self._measured({"ok": True, "decision": None, "mode": self.state.mode, "action": "none",
+                                       "reason": "no cluster snapshot yet"}, None)
             reply, decision, job, placement = self.service.advise(snapshot, fields, self.state.mode)
             if placement is not None:
                 self.state.claims.add(decision.id, snapshot, job, placement, time.monotonic())
@@ -80,6 +82,11 @@ class Daemon:
         counters.decisions += 1
         counters.placed += reply["action"] == "place"
         counters.capped += reply["action"] == "cap"
+        return self._measured(reply, decision)
+
+    def _measured(self, reply: dict[str, Any], decision: Decision | None) -> dict[str, Any]:
+        if self.metrics is not None:
+            self.metrics.observe(reply, decision)
         return reply
 
     def report(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
@@ -130,12 +137,16 @@ class Daemon:
                 self._open.update((o.job_id, o.decision_id) for o in self.store.load_outcomes(final=False))
             except InputError as exc:
                 log.error("cannot read open outcomes: %s", exc)
+        if self.metrics is not None:
+            self.metrics.start(self.config.metrics_address, self.config.metrics_port)
         for writer in (self.writer, self.reports, self.outcomes):
             writer.start()
         self.refresher.start()
 
     def stop(self) -> None:
         self.refresher.stop()
+        if self.metrics is not None:
+            self.metrics.stop()
         for writer in (self.writer, self.reports, self.outcomes):
             writer.stop()
         if self.store is not None:

@@ -2,12 +2,15 @@
 waits on the database."""
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from slurm_advisor.domain.codec import decision_to_dict
 from slurm_advisor.errors import InputError
 from slurm_advisor.store import Store
 
@@ -59,7 +62,12 @@ class BatchWriter:
                 stopping = item is None
             except queue.Empty:
                 pass
+            if batch:
+                self._taken(batch)
             self._write(batch)
+
+    def _taken(self, batch: list[Any]) -> None:
+        """Called once per batch, before the store write (subclasses: a copy elsewhere)."""
 
     def _write(self, batch: list[Any]) -> None:
         if not batch or self.write is None:
@@ -82,6 +90,26 @@ class BatchWriter:
 
 
 class DecisionWriter(BatchWriter):
-    def __init__(self, store: Store | None):
+    """Decisions to the store and, when ``log`` names a file, one JSON line each appended to it
+    (``codec.decision_to_dict``; opened per batch, so a rotated log is followed)."""
+
+    def __init__(self, store: Store | None, log: Path | None = None):
         super().__init__(None if store is None else store.record_decisions, what="decision",
                          describe=lambda d: d.id)
+        self.log_path = log
+        self.logged = 0
+        self.log_errors = 0
+
+    def _taken(self, batch: list[Any]) -> None:
+        if self.log_path is None:
+            return
+        try:
+            lines = "".join(json.dumps(decision_to_dict(d), separators=(",", ":")) + "\n" for d in batch)
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with self.log_path.open("a", encoding="utf-8") as out:
+                out.write(lines)
+        except (OSError, TypeError, ValueError) as exc:  # the log is a copy: never stop the writer
+            self.log_errors += len(batch)
+            log.error("decision log %s: %d decisions not logged: %s", self.log_path, len(batch), exc)
+            return
+        self.logged += len(batch)

@@ -1,0 +1,131 @@
+"""Prometheus metrics on the opt-in HTTP port, and the JSONL decision log."""
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.request
+
+import pytest
+from daemon_helpers import make_daemon, marked
+
+from slurm_advisor.daemon.config import load_config
+from slurm_advisor.daemon.metrics import reason_class
+from slurm_advisor.domain.codec import decision_from_dict
+from slurm_advisor.errors import InputError
+from slurm_advisor.store import Store
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port: int) -> dict[str, float]:
+    """Every sample line of /metrics as {'name{labels}': value}."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            samples[key] = float(value)
+    return samples
+
+
+@pytest.fixture
+def metered(tmp_path):
+    daemon = make_daemon(tmp_path, metrics_port=free_port())
+    daemon.start()
+    yield daemon
+    daemon.stop()
+
+
+def test_metrics_are_served_and_an_advise_moves_them(metered):
+    port = metered.metrics.port
+    before = scrape(port)
+    for name in ("slurm_advisor_requests_total", "slurm_advisor_reports_total", "slurm_advisor_refresh_failures_total",
+                 "slurm_advisor_decisions_written_total", "slurm_advisor_claims", "slurm_advisor_snapshot_age_seconds",
+                 'slurm_advisor_mode{mode="advise"}', 'slurm_advisor_active_model{policy="slurm-default",version=""}',
+                 'slurm_advisor_models{status="active"}', "slurm_advisor_advice_latency_seconds_count"):
+        assert name in before, name
+    assert before["slurm_advisor_advice_latency_seconds_count"] == 0
+    assert metered.advise(marked(workers=2))["action"] == "place"
+    assert metered.advise(marked(workers=99))["action"] == "none"  # fits nowhere: a fallback
+    after = scrape(port)
+    assert after["slurm_advisor_requests_total"] == 2
+    assert after["slurm_advisor_advice_latency_seconds_count"] == 2
+    assert after['slurm_advisor_decisions_total{action="place",mode="advise"}'] == 1
+    assert after['slurm_advisor_decisions_total{action="none",mode="advise"}'] == 1
+    assert after['slurm_advisor_fallbacks_total{reason="policy_no_placement"}'] == 1
+    assert after["slurm_advisor_claims"] == 1
+
+
+def test_each_daemon_has_its_own_registry(tmp_path, metered):
+    other = make_daemon(tmp_path / "other", metrics_port=free_port())
+    other.start()
+    try:
+        metered.advise(marked())
+        assert scrape(other.metrics.port)["slurm_advisor_requests_total"] == 0
+        assert scrape(metered.metrics.port)["slurm_advisor_requests_total"] == 1
+    finally:
+        other.stop()
+
+
+def test_metrics_are_off_by_default_and_a_taken_port_is_one_line(tmp_path):
+    assert make_daemon(tmp_path).metrics is None
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        daemon = make_daemon(tmp_path / "b", metrics_port=busy.getsockname()[1])
+        with pytest.raises(InputError, match="cannot serve metrics on 127.0.0.1"):
+            daemon.start()
+        daemon.stop()
+
+
+@pytest.mark.parametrize(("reason", "expected"), [
+    ("no cluster snapshot yet", "no_snapshot"), ("learned found no placement", "policy_no_placement"),
+    ("learned proposed an invalid placement", "policy_invalid"), ("does not fit now", "does_not_fit"),
+    ("Slurm cannot lay the advised nodes out for this job now", "not_expressible"),
+    ("partition 'x' holds none of the nodes the advisor knows", "partition"), ("waits for a switch", "other"),
+])
+def test_reason_classes(reason, expected):
+    assert reason_class(reason) == expected
+
+
+@pytest.mark.parametrize(("raw", "ok"), [("9100", 9100), (9100, 9100), ("x", None), (70000, None), (True, None)])
+def test_metrics_port_setting(raw, ok):
+    if ok is None:
+        with pytest.raises(InputError, match="(?i)metrics_port"):
+            load_config(None, {"SLURM_ADVISOR_METRICS_PORT": raw} if isinstance(raw, str) else {}, {"metrics_port": raw})
+    else:
+        assert load_config(None, {}, {"metrics_port": raw}).metrics_port == ok
+
+
+def test_decision_log_gets_one_json_line_per_decision(tmp_path):
+    log = tmp_path / "log" / "decisions.jsonl"
+    daemon = make_daemon(tmp_path, decision_log=log)
+    daemon.start()
+    replies = [daemon.advise(marked(workers=w)) for w in (1, 2, 99)]
+    daemon.stop()
+    lines = log.read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [r["decision"] for r in replies]
+    with Store.open(daemon.config.db, create=False) as store:
+        assert decision_from_dict(json.loads(lines[1])) == store.decision(replies[1]["decision"])
+    assert daemon.writer.logged == 3 and daemon.writer.log_errors == 0
+
+
+def test_decision_log_without_a_store_and_an_unwritable_log_never_stop_the_writer(tmp_path):
+    log = tmp_path / "decisions.jsonl"
+    daemon = make_daemon(tmp_path, decision_log=log, store=False)
+    daemon.start()
+    daemon.advise(marked())
+    deadline = time.monotonic() + 10
+    while daemon.writer.logged < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    log.unlink()
+    log.mkdir()  # a directory where the file was: appends fail
+    daemon.advise(marked())
+    daemon.stop()
+    assert (daemon.writer.logged, daemon.writer.log_errors) == (1, 1)
