@@ -91,7 +91,7 @@ class BackfillPass:
         self._matrix: np.ndarray | None = None  # reservations x nodes, 1 where reserved
         self._spans: tuple[np.ndarray, np.ndarray] | None = None  # reservation starts, ends
         self._profile: _FreeProfile | None = None  # free at each planned end (small plans only)
-        self._no_start: dict[tuple, float] = {}  # shape -> shortest limit its counts never fit
+        self._no_start: dict[object, float] = {}  # shape -> shortest limit its counts never fit
 
     def room_now(self, limit: float) -> tuple[np.ndarray, bool]:
         """Free capacity a job with ``limit`` may use now (reserved nodes zeroed), and whether
@@ -110,9 +110,11 @@ class BackfillPass:
         self._release_list.insert(bisect.bisect_right(self._release_list, end, key=_end), (end, nodes, amounts))
         self._times = self._profile = None
 
-    def reserve(self, job: Job, limit: float, max_nodes: int | None, not_before: float) -> float | None:
+    def reserve(self, job: Job, limit: float, max_nodes: int | None, not_before: float,
+                shape: object = None) -> float | None:
         """Plan ``job`` at its earliest start (not before ``not_before``, an earlier identical
         job's start: it can only be later); returns that start or None beyond the window.
+        ``shape``: a key the same for every job of the same task counts and demands.
 
         The candidate starts are now and every planned end and reservation end; they are tested
         a chunk at a time as arrays (free capacity at each candidate, reserved nodes masked,
@@ -122,7 +124,8 @@ class BackfillPass:
         reservations are added), a longer limit overlaps more reservations, and between two
         candidates the room only shrinks. So once a shape's counts fail at every candidate
         within the window, they fail for every later job of that shape with a limit as long."""
-        shape = (job.num_ps, job.num_workers, job.ps_demand, job.worker_demand)
+        if shape is None:
+            shape = (job.num_ps, job.num_workers, job.ps_demand, job.worker_demand)
         if limit >= self._no_start.get(shape, math.inf):
             return None
         profile = self._free_profile()

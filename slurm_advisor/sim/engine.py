@@ -67,9 +67,18 @@ class Simulation:
         self.log_progress = log_progress
         self.isolated = IsolatedSpeeds(truth, nodes)
         self.jobs, self.skipped = self._admissible(jobs)
+        shapes: dict[tuple, int] = {}  # jobs of one shape (task counts, demands) by a small int
+        self._shape = {j.id: shapes.setdefault((j.num_ps, j.num_workers, j.ps_demand, j.worker_demand),
+                                               len(shapes)) for j in self.jobs}
+        self._shapes = len(shapes)
+        # per job (by its index in self.jobs): its shape and its time limit (set on arrival)
+        self._index = {j.id: i for i, j in enumerate(self.jobs)}
+        self._shape_of = np.array([self._shape[j.id] for j in self.jobs], dtype=np.int64)
+        self._limit_of = np.full(len(self.jobs), math.nan)
         self._events: list[tuple] = []
         self._seq = 0
         self._queue: list[Job] = []
+        self._queued: list[int] = []  # the queue's jobs by index, in queue order
         self._progress: dict[str, _Progress] = {}
         self._jobs_on: dict[str, set[str]] = {n.name: set() for n in nodes}
         self._ends = RunningEnds()
@@ -107,6 +116,8 @@ class Simulation:
                 _, kind, _, job_id, version = heapq.heappop(self._events)
                 if kind == _ARRIVE:
                     self._queue.append(by_id[job_id])
+                    self._queued.append(self._index[job_id])
+                    self._limit_of[self._index[job_id]] = self._limit(by_id[job_id])
                     changed = True
                 elif kind == _BACKFILL:
                     backfill_due = now == self._backfill_at
@@ -160,12 +171,29 @@ class Simulation:
         earliest: dict[tuple, float] = {}  # identical jobs cannot start before each other
         # Within a pass the room only shrinks (jobs start, reservations are added) and a longer
         # limit overlaps more reservations, so once a shape fails could_fit at some limit it
-        # fails at every longer one (at any limit when no node was masked): shape -> that limit.
-        no_room: dict[tuple, float] = {}
-        for job in list(self._queue[:self.config.bf_max_job_test]):
+        # fails at every longer one (at any limit when no node was masked, or when the shape's
+        # total is more than is free in all): per shape, that limit. The jobs it rules out are
+        # passed over in blocks, found as arrays.
+        no_room = np.full(self._shapes, math.inf)
+        queue = self._queue[:self.config.bf_max_job_test]
+        at = np.array(self._queued[:len(queue)], dtype=np.int64)
+        shapes, limits = self._shape_of[at], self._limit_of[at]
+        i = 0
+        while i < len(queue):
+            tried = np.flatnonzero(limits[i:] < no_room[shapes[i:]])
+            k = i + int(tried[0]) if len(tried) else len(queue)
+            if k > i:  # none of these can start now
+                unplanned.extend(queue[i:k])
+                if self.config.eager_plans:
+                    self._plan(plan, unplanned, earliest, now)
+            if k == len(queue):
+                break
+            job, i = queue[k], k + 1
             placement = None
-            if job.total_demand().fits_in(plan.total):  # else: cannot start now, whatever the masks
+            if job.total_demand().fits_in(plan.total):
                 placement = self._backfill_start(job, plan, unplanned, earliest, no_room, now)
+            else:
+                no_room[shapes[k]] = -math.inf
             if placement is not None:
                 touched |= self._start(job, placement, now)
                 plan.started(now + self._limit(job), *self._ends.usage[job.id])
@@ -176,13 +204,11 @@ class Simulation:
         return touched
 
     def _backfill_start(self, job: Job, plan: BackfillPass, unplanned: list[Job],
-                        earliest: dict[tuple, float], no_room: dict[tuple, float], now: float) -> Placement | None:
+                        earliest: dict[tuple, float], no_room: np.ndarray, now: float) -> Placement | None:
         """Where ``job`` starts now in this pass, or None; plans the jobs ahead of it first if
         it could start (their reservations may keep it from starting)."""
         limit = self._limit(job)
-        shape = (job.num_ps, job.num_workers, job.ps_demand, job.worker_demand)
-        if limit >= no_room.get(shape, math.inf):
-            return None
+        shape = self._shape[job.id]
         room, masked = plan.room_now(limit)
         fits = could_fit(room, job)
         if fits and unplanned:
@@ -190,7 +216,7 @@ class Simulation:
             room, masked = plan.room_now(limit)
             fits = could_fit(room, job)
         if not fits:
-            no_room[shape] = min(no_room.get(shape, math.inf), limit if masked else -math.inf)
+            no_room[shape] = min(no_room[shape], limit if masked else -math.inf)
             return None
         snapshot = self.snapshot.with_free(room) if masked else self.snapshot
         return self._advise(job, snapshot, now)
@@ -198,9 +224,9 @@ class Simulation:
     def _plan(self, plan: BackfillPass, unplanned: list[Job], earliest: dict[tuple, float], now: float) -> None:
         for job in unplanned:
             limit = self._limit(job)
-            key = (job.num_ps, job.num_workers, job.ps_demand, job.worker_demand, limit,
-                   self._caps.get(job.id))
-            start = plan.reserve(job, limit, key[-1], earliest.get(key, now))
+            shape = self._shape[job.id]
+            key = (shape, limit, self._caps.get(job.id))
+            start = plan.reserve(job, limit, key[-1], earliest.get(key, now), shape=shape)
             earliest[key] = math.inf if start is None else start
             if start is not None:
                 self.planned.setdefault(job.id, start)
@@ -242,7 +268,8 @@ class Simulation:
 
     def _start(self, job: Job, placement: Placement, now: float) -> set[str]:
         # By identity: list.remove would compare whole Job dataclasses field by field.
-        del self._queue[next(i for i, queued in enumerate(self._queue) if queued is job)]
+        at = next(i for i, queued in enumerate(self._queue) if queued is job)
+        del self._queue[at], self._queued[at]
         self.snapshot = self.snapshot.with_job(job, placement, now)
         rj = self.snapshot.running_job(job.id)
         deadline = now + self._limit(job)
