@@ -27,6 +27,8 @@ class DaemonConfig:
     cluster: Path | None = None               # simulated source: cluster file (None: the embedded one)
     db: str = "/var/lib/slurm-advisor/advisor.db"   # SQLite path or any SQLAlchemy URL
     model: Path | None = None                 # model directory (None: the packaged default model)
+    models_dir: Path = Path("/var/lib/slurm-advisor/models")  # retrain's versions: once its `active`
+    #                                           pointer exists the daemon serves it and follows promotions
     policy: str = "learned"                   # any registered policy name
     refresh_s: float = 2.0                    # snapshot refresh period
     claim_ttl_s: float = 120.0                # an advised job not started by then frees its claim
@@ -59,7 +61,7 @@ class DaemonConfig:
 
 
 _FIELDS = {f.name: f for f in fields(DaemonConfig)}
-_PATHS = {"socket", "cluster", "model", "slurm_conf", "log_file", "decision_log"}
+_PATHS = {"socket", "cluster", "model", "models_dir", "slurm_conf", "log_file", "decision_log"}
 _FLOATS = {n for n, f in _FIELDS.items() if f.type == "float"}
 _INTS = {n for n, f in _FIELDS.items() if f.type == "int"}
 
