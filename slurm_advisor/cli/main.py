@@ -33,6 +33,7 @@ def cli() -> None:
 
 
 def _register() -> None:
+    from slurm_advisor.cli.admin import decisions, explain, export, mode, models, observations, shadow, status
     from slurm_advisor.cli.convert import convert
     from slurm_advisor.cli.db import db
     from slurm_advisor.cli.demo import demo
@@ -42,7 +43,8 @@ def _register() -> None:
     from slurm_advisor.cli.simulate import simulate
     from slurm_advisor.cli.train import train
 
-    for command in (demo, simulate, train, convert, layout, serve, ctl, release, db, report):
+    for command in (demo, simulate, train, convert, layout, serve, ctl, release, db, report,
+                    status, decisions, observations, export, explain, shadow, models, mode):
         cli.add_command(command)
 
 

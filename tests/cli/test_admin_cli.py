@@ -1,0 +1,211 @@
+"""The admin commands in-process (CliRunner) against a store filled through the Store API, and
+against a real daemon on a temporary socket for `status` and `mode`."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import time
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from click.testing import CliRunner
+
+from slurm_advisor.advisor import Advisor
+from slurm_advisor.cli.admin import DAEMON_DOWN
+from slurm_advisor.cli.admin_views import parse_since, scan_decisions, table
+from slurm_advisor.cli.main import _register, cli
+from slurm_advisor.cluster.simulated import SimulatedSource
+from slurm_advisor.daemon.config import DaemonConfig
+from slurm_advisor.daemon.daemon import Daemon
+from slurm_advisor.daemon.expressible import express
+from slurm_advisor.daemon.queue import NoQueue
+from slurm_advisor.daemon.server import AdvisorServer, ServerThread
+from slurm_advisor.daemon.service import AdviceService
+from slurm_advisor.domain import ClusterSnapshot
+from slurm_advisor.domain.model_record import ModelRecord
+from slurm_advisor.domain.outcome import Outcome
+from slurm_advisor.domain.report import SpeedReport
+from slurm_advisor.errors import InputError
+from slurm_advisor.learned.checkpoint import DEFAULT_MODEL_DIR
+from slurm_advisor.policies.pack import PackPolicy
+from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+from slurm_advisor.sim.clusterfile import default_cluster
+from slurm_advisor.store import Store
+
+
+def fields(workers: int = 3, ps: int = 1, gpus: int = 1) -> dict:
+    return {"comment": f"slurm-advisor: type=resnet50 ps={ps} workers={workers}", "num_tasks": ps + workers,
+            "cpus_per_task": 2, "pn_min_memory": 1000, "mem_per_cpu": True, "tres_per_task": f"gres:gpu:{gpus}",
+            "user_id": 1000}
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    import os
+    for key in [k for k in os.environ if k.startswith("SLURM_ADVISOR_")]:
+        monkeypatch.delenv(key)
+    _register()
+
+
+@pytest.fixture
+def site(tmp_path):
+    """A store with decisions in every mode, outcomes, reports and three models; a config file that
+    names it and the embedded simulated cluster (what explain and shadow judge layouts on)."""
+    db = tmp_path / "advisor.db"
+    config = tmp_path / "config.toml"
+    config.write_text(f'db = "{db}"\nsource = "simulated"\nsocket = "{tmp_path / "none.sock"}"\n')
+    snapshot = ClusterSnapshot.empty(default_cluster())
+    packer = AdviceService(Advisor(PackPolicy()), express)
+    spreader = AdviceService(Advisor(SlurmDefaultPolicy()), express)
+    made = {}
+    made["placed"] = packer.advise(snapshot, fields(), "advise")[1]
+    made["none"] = packer.advise(snapshot, fields(workers=200), "advise")[1]        # fits nowhere: a fallback
+    made["observed"] = packer.advise(snapshot, fields(workers=7), "observe")[1]      # would: one node
+    made["same"] = spreader.advise(snapshot, fields(workers=3), "observe")[1]
+    made["old"] = replace(packer.advise(snapshot, fields(), "observe")[1],
+                          time=datetime.now(UTC) - timedelta(days=3))
+    with Store.open(str(db)) as store:
+        store.record_decisions(made.values())
+        slurm_nodes = tuple(n.name for n in default_cluster()[:4])  # Slurm spread it over four nodes
+        store.record_outcomes([
+            Outcome("501", "RUNNING", made["observed"].id, 1.0, 2.0, None, slurm_nodes),
+            Outcome("502", "COMPLETED", made["same"].id, 1.0, 2.0, 9.0, made["same"].nodes),
+            Outcome("503", "PENDING", made["placed"].id, 1.0, None, None, ()),
+        ])
+        now = time.time()
+        store.record_reports([(SpeedReport("501", 1000, 100.0, 10.0, now, None, now), None),
+                              (SpeedReport("501", 1000, 300.0, 10.0, now + 10, None, now + 10), None)])
+        for version, status in (("aaa", "active"), ("bbb", "active"), ("ccc", "candidate")):
+            shutil.copytree(DEFAULT_MODEL_DIR, tmp_path / version)
+            store.register_model(ModelRecord(version, str(tmp_path / version), status, created_at=now))
+    return {"db": db, "config": config, "decisions": made, "tmp": tmp_path}
+
+
+def run(*args: str, code: int = 0) -> str:
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code == code, result.output
+    return result.output
+
+
+def test_decisions_filters_and_json(site):
+    cfg = str(site["config"])
+    rows = json.loads(run("decisions", "--config", cfg, "--json"))
+    newest_first = sorted(site["decisions"].values(), key=lambda d: (d.time, d.id), reverse=True)
+    assert [r["id"] for r in rows] == [d.id for d in newest_first]
+    observed = json.loads(run("decisions", "--config", cfg, "--json", "--mode", "observe", "--since", "1h"))
+    assert {r["id"] for r in observed} == {site["decisions"][k].id for k in ("observed", "same")}
+    placed = json.loads(run("decisions", "--config", cfg, "--json", "--action", "place", "--limit", "1"))
+    assert [r["id"] for r in placed] == [site["decisions"]["placed"].id] and placed[0]["layout"].startswith("ps=")
+    text = run("decisions", "--db", str(site["db"]), "--limit", "2")
+    assert text.splitlines()[0].split()[:3] == ["decision", "time", "mode"] and len(text.splitlines()) == 3
+
+
+def test_observations_and_export(site):
+    cfg = str(site["config"])
+    data = json.loads(run("observations", "--config", cfg, "--json", "--job", "501"))
+    assert [r["speed"] for r in data["reports"]] == [10.0, 30.0] and data["samples"] == []
+    assert "reports (1):" in run("observations", "--config", cfg, "--limit", "1")
+    for what, count in (("decisions", 5), ("observations", 2), ("outcomes", 3)):
+        out = site["tmp"] / f"{what}.csv"
+        assert f"wrote {count} {what}" in run("export", what, "--config", cfg, "--out", str(out))
+        with out.open() as f:
+            rows = list(csv.DictReader(f))
+        assert len(rows) == count
+    with (site["tmp"] / "outcomes.csv").open() as f:
+        assert {r["job_id"]: r["state"] for r in csv.DictReader(f)}["502"] == "COMPLETED"
+
+
+def test_explain_an_observed_decision_by_job_id(site):
+    data = json.loads(run("explain", "501", "--config", str(site["config"]), "--json"))
+    observed = site["decisions"]["observed"]
+    assert data["decision"] == observed.id and data["mode"] == "observe" and not data["advised"]
+    assert data["chosen"]["nodes"] == list(observed.nodes) and data["chosen"]["predicted"] > 0
+    assert [a["name"] for a in data["alternatives"]] == ["slurm-default", "pack"]
+    assert all(a["predicted"] > 0 for a in data["alternatives"])
+    assert data["slurm"]["nodes"] == [n.name for n in default_cluster()[:4]] and data["slurm"]["predicted"] > 0
+    assert data["measured"]["reports"] == 2 and data["measured"]["mean_speed"] == pytest.approx(20.0)
+    assert data["speed_model"] == "active model bbb"
+    text = run("explain", observed.id, "--config", str(site["config"]))
+    assert "would advise" in text and "slurm-default" in text and "reported: 20 it/s" in text
+
+
+def test_explain_names_what_is_missing(site):
+    cfg = str(site["config"])
+    assert "no decision d-000000000000" in run("explain", "d-000000000000", "--config", cfg, code=2)
+    assert "job 999: no decision" in run("explain", "999", "--config", cfg, code=2)
+
+
+def test_shadow_counts_differently_placed_jobs_and_their_predicted_speedup(site):
+    data = json.loads(run("shadow", "--config", str(site["config"]), "--json", "--since", "1d"))
+    assert data["decisions"] == 2 and data["with_slurm_placement"] == 2 and data["placed_differently"] == 1
+    row = next(r for r in data["jobs"] if r["differs"])
+    assert row["job_id"] == "501" and row["predicted_speedup"] == pytest.approx(
+        row["advisor_predicted"] / row["slurm_predicted"])
+    assert data["geomean_predicted_speedup"] == pytest.approx(row["predicted_speedup"])
+    assert row["measured"]["mean_speed"] == pytest.approx(20.0) and data["measured_jobs"] == 1
+    assert json.loads(run("shadow", "--config", str(site["config"]), "--json"))["decisions"] == 3
+    assert "placed differently" in run("shadow", "--config", str(site["config"]))
+
+
+def test_models_list_promote_rollback(site):
+    cfg = str(site["config"])
+    listed = json.loads(run("models", "list", "--config", cfg, "--json"))
+    assert {m["version"]: m["status"] for m in listed} == {"aaa": "retired", "bbb": "active", "ccc": "candidate"}
+    assert json.loads(run("models", "promote", "ccc", "--config", cfg, "--json")) == {
+        "active": "ccc", "was": "bbb", "directory": str(site["tmp"] / "ccc")}
+    assert "active model: bbb (was ccc)" in run("models", "rollback", "--config", cfg)
+    assert "active model: ccc (was bbb)" in run("models", "rollback", "--config", cfg)
+    assert "no model 'zzz'" in run("models", "promote", "zzz", "--config", cfg, code=2)
+    assert "ccc" in run("models", "list", "--config", cfg)
+
+
+def test_status_without_a_daemon_shows_the_store_and_exits_3(site):
+    out = run("status", "--config", str(site["config"]), "--json", code=DAEMON_DOWN)
+    data = json.loads(out)
+    assert data["daemon"] is None and "cannot connect" in data["daemon_error"]
+    assert [f["id"] for f in data["fallbacks"]] == [site["decisions"]["none"].id]
+    assert [(q["id"], q["job_id"], q["state"]) for q in data["queue"]] == [
+        (site["decisions"]["placed"].id, "503", "PENDING")]
+    assert data["active_model"]["version"] == "bbb"
+    text = run("status", "--config", str(site["config"]), code=DAEMON_DOWN)
+    assert "daemon: not answering" in text and "recent fallbacks (1)" in text and "advised, not started (1)" in text
+
+
+def test_status_and_mode_against_a_live_daemon(site):
+    config = replace(DaemonConfig(), socket=site["tmp"] / "advisor.sock", mode="observe", refresh_s=0.05,
+                     db=str(site["db"]), policy="pack")
+    daemon = Daemon(config, SimulatedSource(), NoQueue(), AdviceService(Advisor(PackPolicy()), express),
+                    Store.open(config.db))
+    daemon.start()
+    try:
+        with ServerThread(AdvisorServer(config.socket, daemon.dispatcher(), 2.0)):
+            sock = str(config.socket)
+            data = json.loads(run("status", "--config", str(site["config"]), "--socket", sock, "--json"))
+            assert data["daemon"]["mode"] == "observe" and data["daemon"]["policy"] == "pack"
+            assert "daemon: observe mode, policy pack" in run("status", "--config", str(site["config"]),
+                                                              "--socket", sock)
+            assert "mode: observe -> enforce" in run("mode", "enforce", "--socket", sock)
+            assert daemon.state.mode == "enforce"
+            assert json.loads(run("mode", "advise", "--socket", sock, "--json"))["was"] == "enforce"
+    finally:
+        daemon.stop()
+    assert "cannot connect" in run("mode", "advise", "--socket", sock, code=2)
+
+
+def test_a_missing_store_is_one_line(tmp_path):
+    out = run("decisions", "--db", str(tmp_path / "nope.db"), code=2)
+    assert "does not exist" in out and len(out.splitlines()) == 1
+
+
+def test_since_and_scan_helpers(site):
+    now = datetime(2026, 1, 31, 12, tzinfo=UTC)
+    assert parse_since("2h", now) == now - timedelta(hours=2)
+    assert parse_since("2026-01-30T00:00", now) == datetime(2026, 1, 30, tzinfo=UTC)
+    with pytest.raises(InputError, match="--since 'soon'"):
+        parse_since("soon")
+    with Store.open(str(site["db"]), create=False) as store:
+        assert len(scan_decisions(store, scan=2)) == 2
+        assert len(scan_decisions(store, lambda d: d.mode == "observe")) == 3
+    assert table(("a", "bb"), [(1.23456, None)]) == "a     bb\n1.23  -"
