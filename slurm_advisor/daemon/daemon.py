@@ -25,7 +25,7 @@ from slurm_advisor.daemon.queue import AdvisedJob, NoQueue, QueueError, SlurmQue
 from slurm_advisor.daemon.samples import live_sample
 from slurm_advisor.daemon.server import AdvisorServer, Dispatcher
 from slurm_advisor.daemon.service import AdviceService
-from slurm_advisor.daemon.state import DaemonState, Refresher
+from slurm_advisor.daemon.state import DaemonState, ModelFollower, Refresher
 from slurm_advisor.daemon.writer import BatchWriter, DecisionWriter
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
@@ -52,10 +52,13 @@ class Daemon:
         self.outcomes = BatchWriter(None if store is None else store.record_outcomes, what="outcome",
                                     describe=lambda o: f"of job {o.job_id}")
         self.store = store
+        self._advise_lock = threading.Lock()  # claims: one decision at a time sees the previous ones
+        self.models = ModelFollower(config.models_dir, service, self._advise_lock, self.state.counters) \
+            if config.policy == "learned" else None  # retrain's promotions, picked up without a restart
         self.refresher = Refresher(self.state, source, queue, period_s=config.refresh_s,
                                    pin_bound_s=config.pin_bound_s, node_counts=self._user_node_counts,
-                                   on_advised=self._track_outcomes)
-        self._advise_lock = threading.Lock()  # claims: one decision at a time sees the previous ones
+                                   on_advised=self._track_outcomes,
+                                   after_refresh=self.models.check if self.models else lambda: None)
         self._recent: dict[str, Decision] = {}
         self._recent_lock = threading.Lock()
         self._tracked: dict[str, tuple[str, float, float]] = {}  # job id -> (state, start, end) recorded
@@ -234,12 +237,14 @@ def build_daemon(config: DaemonConfig) -> Daemon:
     from slurm_advisor.daemon.expressible import express
     from slurm_advisor.policies import PolicyContext, make_policy
     from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+    from slurm_advisor.retrain.modelsdir import active_dir
 
     source = _make_source(config, make_source)
     queue = SlurmQueue(config.slurm_conf, config.command_timeout_s) if config.source != "simulated" else NoQueue()
-    policy = make_policy(config.policy, PolicyContext(model_dir=config.model))
+    model = active_dir(config.models_dir) or config.model  # the promoted model, once retrain promoted one
+    policy = make_policy(config.policy, PolicyContext(model_dir=model))
     fallback = SlurmDefaultPolicy() if config.policy == "learned" else None
-    version = model_version(config.model) if config.policy == "learned" else None
+    version = (model.name if model != config.model else model_version(model)) if config.policy == "learned" else None
     snapshot = source.snapshot()
     show_config = _show_config(queue)
     service = AdviceService(Advisor(policy, fallback=fallback), express, model_version=version,

@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from slurm_advisor.cluster.base import ClusterSource
 from slurm_advisor.daemon.claims import Claims
@@ -31,6 +32,8 @@ class Counters:
     refresh_failures: int = 0
     reports: int = 0
     reports_refused: int = 0
+    model_reloads: int = 0          # promoted models picked up without a restart
+    model_reload_failures: int = 0  # promoted models that did not load (the current one kept)
 
 
 class DaemonState:
@@ -94,11 +97,13 @@ class Refresher:
     and hand the advised jobs to ``on_advised`` (the daemon records their outcomes)."""
 
     def __init__(self, state: DaemonState, source: ClusterSource, queue, *, period_s: float,
-                 pin_bound_s: float, node_counts=lambda decision: (None, None), on_advised=lambda jobs: None):
+                 pin_bound_s: float, node_counts=lambda decision: (None, None), on_advised=lambda jobs: None,
+                 after_refresh=lambda: None):
         self.state, self.source, self.queue = state, source, queue
         self.period_s, self.pin_bound_s = period_s, pin_bound_s
         self.node_counts = node_counts  # decision id -> the user's own (min_nodes, max_nodes)
         self.on_advised = on_advised
+        self.after_refresh = after_refresh  # every refresh, failed or not (the daemon follows promotions)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="snapshot-refresh", daemon=True)
 
@@ -116,6 +121,13 @@ class Refresher:
             self.refresh_once()
 
     def refresh_once(self) -> None:
+        self._refresh()
+        try:
+            self.after_refresh()
+        except Exception:  # never stop the refresh
+            log.exception("after-refresh hook failed")
+
+    def _refresh(self) -> None:
         try:
             listing = self.queue.read()
             snapshot = self.source.snapshot()
@@ -145,3 +157,44 @@ class Refresher:
                 self.state.counters.released += 1
                 log.info("unpinned job %s (decision %s): pending %.0f s > %.0f s", job.job_id,
                          job.decision, now - job.submit_time, self.pin_bound_s)
+
+
+class ModelFollower:
+    """Follows retrain's promotions: when ``models_dir/active`` points at a version other than
+    the one served, load it here (the refresher's thread, off the request path) and swap the
+    service's advisor under the advise lock. A model that does not load is logged and counted,
+    the current one kept, and not tried again until the pointer moves."""
+
+    def __init__(self, models_dir: Path, service, lock: threading.Lock, counters: Counters, load=None):
+        self.models_dir, self.service, self.lock, self.counters = Path(models_dir), service, lock, counters
+        self._load = load or _learned_advisor
+        self._tried: str | None = None  # the last version tried, loaded or not
+
+    def check(self) -> bool:
+        """Whether a new model was swapped in."""
+        from slurm_advisor.retrain.modelsdir import active_version
+
+        target = active_version(self.models_dir)
+        if target is None or target in (self._tried, self.service.model_version):
+            return False
+        self._tried = target
+        try:
+            advisor = self._load(self.models_dir / target)
+        except Exception as exc:  # noqa: BLE001 -- any broken model: keep serving the current one
+            self.counters.model_reload_failures += 1
+            log.error("promoted model %s does not load (%s); still serving %s", target, exc,
+                      self.service.model_version)
+            return False
+        with self.lock:
+            old, self.service.advisor, self.service.model_version = self.service.model_version, advisor, target
+        self.counters.model_reloads += 1
+        log.info("model %s -> %s (promoted in %s)", old, target, self.models_dir)
+        return True
+
+
+def _learned_advisor(model_dir: Path):
+    from slurm_advisor.advisor import Advisor
+    from slurm_advisor.policies import PolicyContext, make_policy
+    from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+
+    return Advisor(make_policy("learned", PolicyContext(model_dir=model_dir)), fallback=SlurmDefaultPolicy())

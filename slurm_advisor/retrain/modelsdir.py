@@ -1,0 +1,93 @@
+"""The models directory: one subdirectory per version and an ``active`` pointer to one of them.
+
+    models-dir/
+      3f9a0c1d2e4b/     policy.pt, speed.pt, meta.json (the version is the hash of these files)
+      7c21e5aa9f00/
+      active -> 7c21e5aa9f00      a relative symlink; the daemon follows it
+      .retrain.lock               held by a running retrain
+      .candidate-*/               a retrain's unfinished candidate (removed by the next retrain)
+
+A version directory is complete before its name exists (written in a temporary directory,
+fsynced, renamed), and ``active`` changes only by renaming a new symlink over it, so a crash at
+any moment leaves the old pointer to a complete model. The registry (the store's ``models``
+table) is the source of truth; ``active`` mirrors its active row, and a retrain repairs the
+mirror first if a crash fell between the two. No torch here: the daemon imports this module.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+ACTIVE = "active"
+CANDIDATE_PREFIX = ".candidate-"
+MODEL_FILES = ("meta.json", "policy.pt", "speed.pt")
+
+
+def active_version(models_dir: Path) -> str | None:
+    """The version ``active`` points at, or None (no pointer, or one that points nowhere valid)."""
+    try:
+        target = os.readlink(Path(models_dir) / ACTIVE)
+    except OSError:
+        return None
+    name = Path(target).name
+    return name if name and (Path(models_dir) / name).is_dir() else None
+
+
+def active_dir(models_dir: Path | None) -> Path | None:
+    """The active version's directory, or None."""
+    if models_dir is None:
+        return None
+    version = active_version(models_dir)
+    return None if version is None else Path(models_dir) / version
+
+
+def new_candidate_dir(models_dir: Path) -> Path:
+    """A fresh temporary directory inside ``models_dir`` (same file system: the rename is atomic)."""
+    Path(models_dir).mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=CANDIDATE_PREFIX, dir=models_dir))
+
+
+def publish(candidate: Path, models_dir: Path, version: str) -> Path:
+    """fsync the candidate's files, then rename it to ``models_dir/version``; returns the new path.
+
+    FileExistsError when that version already exists (the same files were published before)."""
+    for name in os.listdir(candidate):
+        _fsync(Path(candidate) / name)
+    _fsync(candidate)
+    final = Path(models_dir) / version
+    if final.exists():
+        raise FileExistsError(final)
+    os.rename(candidate, final)
+    _fsync(models_dir)
+    return final
+
+
+def point_active(models_dir: Path, version: str) -> None:
+    """Make ``active`` point at ``version``, atomically (a new symlink renamed over the old one)."""
+    models_dir = Path(models_dir)
+    if not (models_dir / version).is_dir():
+        raise FileNotFoundError(models_dir / version)
+    tmp = models_dir / f".{ACTIVE}.{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    os.symlink(version, tmp)
+    os.replace(tmp, models_dir / ACTIVE)
+    _fsync(models_dir)
+
+
+def remove_stale_candidates(models_dir: Path) -> int:
+    """Remove what killed retrains left behind; only call while holding the retrain lock."""
+    removed = 0
+    for path in Path(models_dir).glob(f"{CANDIDATE_PREFIX}*"):
+        shutil.rmtree(path, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,74 @@
+"""The daemon picks up a promoted model without a restart, and keeps its model when the new one is broken."""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from retrain_helpers import publish_copy
+
+from slurm_advisor.advisor import Advisor
+from slurm_advisor.cluster.simulated import SimulatedSource
+from slurm_advisor.daemon.config import DaemonConfig
+from slurm_advisor.daemon.daemon import Daemon
+from slurm_advisor.daemon.queue import NoQueue
+from slurm_advisor.daemon.service import AdviceService
+from slurm_advisor.policies import PolicyContext, make_policy
+from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+from slurm_advisor.retrain import modelsdir
+
+FIELDS = {"comment": "slurm-advisor: type=resnet50 ps=0 workers=2", "num_tasks": 2, "cpus_per_task": 1,
+          "pn_min_memory": 1000, "mem_per_cpu": True, "tres_per_task": "gres:gpu:1", "user_id": 1000}
+
+
+@pytest.fixture
+def daemon(tmp_path: Path):
+    models = tmp_path / "models"
+    first = publish_copy(models, "first")
+    modelsdir.point_active(models, first)
+    cfg = replace(DaemonConfig(), socket=tmp_path / "a.sock", refresh_s=0.05, models_dir=models,
+                  db=str(tmp_path / "advisor.db"))
+    advisor = Advisor(make_policy("learned", PolicyContext(model_dir=models / first)), fallback=SlurmDefaultPolicy())
+    service = AdviceService(advisor, lambda snapshot, job, placement: placement, model_version=first)
+    d = Daemon(cfg, SimulatedSource(), NoQueue(), service, None)
+    d.start()
+    yield d, models, first
+    d.stop()
+
+
+def _wait(predicate, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_promoted_model_is_served_without_a_restart(daemon) -> None:
+    d, models, first = daemon
+    assert d.status()["model"] == first and d.status()["model_reloads"] == 0
+    before = d.service.advisor
+    second = publish_copy(models, "second")
+    modelsdir.point_active(models, second)  # what a promoting retrain does
+    assert _wait(lambda: d.status()["model"] == second)  # the refresher thread did it
+    assert d.status()["model_reloads"] == 1 and d.service.advisor is not before
+    assert d.advise(FIELDS)["ok"]
+    assert d.service.model_version == second
+
+
+def test_a_model_that_does_not_load_is_counted_and_the_current_one_kept(daemon) -> None:
+    d, models, first = daemon
+    broken = publish_copy(models, "broken")
+    (models / broken / "policy.pt").write_bytes(b"not a state dict")
+    before = d.service.advisor
+    modelsdir.point_active(models, broken)
+    assert _wait(lambda: d.status()["model_reload_failures"] == 1)
+    time.sleep(0.2)  # a few more refreshes: not retried while the pointer stays
+    status = d.status()
+    assert status["model"] == first and status["model_reload_failures"] == 1 and d.service.advisor is before
+    assert d.advise(FIELDS)["action"] in ("place", "none")  # still answering with the old model
+    good = publish_copy(models, "good")
+    modelsdir.point_active(models, good)
+    assert _wait(lambda: d.status()["model"] == good)
