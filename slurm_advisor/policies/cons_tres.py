@@ -76,6 +76,16 @@ def usable_slots(free: np.ndarray, demand: Resources) -> np.ndarray:
     return np.maximum(out, 0, out=out)
 
 
+def fits_once(free: np.ndarray, demand: Resources) -> np.ndarray:
+    """Per node: room for one task of ``demand`` (``usable_slots(...) >= 1``, by compares)."""
+    ok = None
+    for r, need in enumerate((demand.cpus, demand.gpus, demand.mem_mb)):
+        if need > 0:
+            col = free[:, r] >= need
+            ok = col if ok is None else np.logical_and(ok, col, out=ok)
+    return np.ones(len(free), dtype=bool) if ok is None else ok
+
+
 def job_slots(free: np.ndarray, job: Job) -> np.ndarray:
     """Usable task slots per node for the whole job: its PS tasks first, then workers."""
     if job.num_ps == 0:
@@ -124,7 +134,10 @@ def could_fit(free: np.ndarray, job: Job) -> bool:
     """A necessary condition for any placement at all: each role's tasks fit the nodes' room
     on their own. Cheap, exact as a filter (a policy can only place a job that passes it)."""
     for demand, count in ((job.ps_demand, job.num_ps), (job.worker_demand, job.num_workers)):
-        if count and int(np.minimum(usable_slots(free, demand), count).sum()) < count:
+        if count == 1:
+            if not fits_once(free, demand).any():
+                return False
+        elif count and int(np.minimum(usable_slots(free, demand), count).sum()) < count:
             return False
     return True
 
@@ -138,7 +151,7 @@ def choose_nodes(layout, free: np.ndarray, job: Job, *, topology: bool = False, 
         return None  # not enough room anywhere: every evaluation below would fail
     cap = job.num_tasks if max_nodes is None else min(max_nodes, job.num_tasks)
     cap = max(cap, min_nodes)
-    if cap < len(avail) and int(np.partition(most, -cap)[-cap:].sum()) < job.num_tasks:
+    if cap < len(avail) and _biggest(most, cap) < job.num_tasks:
         return None  # not even the cap's biggest nodes hold it
     weight = sched_weight(free, job)
     evaluate = _eval_nodes_topo if topology else _eval_nodes
@@ -146,6 +159,11 @@ def choose_nodes(layout, free: np.ndarray, job: Job, *, topology: bool = False, 
     if taken is None and max_nodes is not None:
         taken = _retry_without_small_nodes(layout, free, avail, weight, job, min_nodes, cap, evaluate)
     return taken
+
+
+def _biggest(most: np.ndarray, cap: int) -> int:
+    """The sum of the ``cap`` biggest values."""
+    return int(most.max()) if cap == 1 else int(np.partition(most, -cap)[-cap:].sum())
 
 
 def job_gpus(job: Job) -> int:
@@ -160,8 +178,10 @@ def node_slots(free: np.ndarray, job: Job, min_nodes: int = 1, max_nodes: int | 
     CPUs to ``max_tasks_this_node * cpus_per_task``: the node's slots, but one for a one-task
     job (or one task per node asked for). Without GPUs the node keeps all its usable CPUs. With
     ``--nodes=1`` a node that cannot hold every task counts for nothing."""
-    avail = job_slots(free, job)
     gres, n = job_gpus(job) > 0, job.num_tasks
+    if gres and max_nodes != 1 and not job.num_ps and (n == 1 or n == min_nodes == max_nodes):
+        return fits_once(free, job.worker_demand).astype(np.int64)  # min(job_slots, 1), by compares
+    avail = job_slots(free, job)
     if max_nodes == 1:  # min_tasks_this_node = max_tasks_this_node = num_tasks
         room = job_slots(_without_gpus(free), job) if gres else avail  # alloc_tasks: CPUs only
         return np.where(room >= n, np.minimum(avail, n) if gres else avail, 0)
