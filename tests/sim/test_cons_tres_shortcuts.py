@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 
 from slurm_advisor.domain import Job, Resources
-from slurm_advisor.policies.cons_tres import _biggest, could_fit, fits_once, job_slots, node_slots, usable_slots
+from slurm_advisor.policies.cons_tres import (
+    _biggest,
+    could_fit,
+    fits_once,
+    job_slots,
+    node_slots,
+    usable_slots,
+)
 
 
 def _free(rng, n=40):
