@@ -209,3 +209,9 @@ def test_since_and_scan_helpers(site):
         assert len(scan_decisions(store, scan=2)) == 2
         assert len(scan_decisions(store, lambda d: d.mode == "observe")) == 3
     assert table(("a", "bb"), [(1.23456, None)]) == "a     bb\n1.23  -"
+
+
+def test_status_with_no_store_says_so_and_exits_2(tmp_path):
+    data = json.loads(run("status", "--db", str(tmp_path / "nope.db"), "--socket", str(tmp_path / "x.sock"),
+                          "--json", code=2))
+    assert data["daemon"] is None and "does not exist" in data["store_error"] and data["queue"] == []

@@ -2,13 +2,18 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 
 import pytest
 from daemon_helpers import make_daemon, marked
 
+from slurm_advisor.daemon.client import DaemonUnavailable, call
 from slurm_advisor.daemon.config import load_config
 from slurm_advisor.daemon.metrics import reason_class
 from slurm_advisor.domain.codec import decision_from_dict
@@ -129,3 +134,35 @@ def test_decision_log_without_a_store_and_an_unwritable_log_never_stop_the_write
     daemon.advise(marked())
     daemon.stop()
     assert (daemon.writer.logged, daemon.writer.log_errors) == (1, 1)
+
+
+def serving(sock, proc) -> None:
+    """Wait (up to a minute) for the daemon ``proc`` to answer on ``sock``."""
+    for _ in range(600):
+        if proc.poll() is not None:
+            break
+        try:
+            call(sock, "health", timeout_s=1.0)
+        except DaemonUnavailable:
+            time.sleep(0.1)
+        else:
+            return
+    raise AssertionError("the daemon did not start")
+
+
+def test_serve_takes_the_metrics_port_and_the_decision_log_from_its_environment(tmp_path):
+    sock, port, log = tmp_path / "advisor.sock", free_port(), tmp_path / "decisions.jsonl"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SLURM_ADVISOR_")},
+           "SLURM_ADVISOR_METRICS_PORT": str(port), "SLURM_ADVISOR_DECISION_LOG": str(log)}
+    proc = subprocess.Popen([sys.executable, "-m", "slurm_advisor.cli", "serve", "--source", "simulated",
+                             "--policy", "slurm-default", "--socket", str(sock), "--db", str(tmp_path / "a.db")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        serving(sock, proc)
+        reply = call(sock, "advise", job={**marked(), "user_id": 0})
+        assert scrape(port)[f'slurm_advisor_decisions_total{{action="{reply["action"]}",mode="advise"}}'] == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert [json.loads(line)["id"] for line in log.read_text().splitlines()] == [reply["decision"]]
