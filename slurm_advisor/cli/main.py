@@ -39,11 +39,12 @@ def _register() -> None:
     from slurm_advisor.cli.demo import demo
     from slurm_advisor.cli.layout import layout
     from slurm_advisor.cli.report import report
+    from slurm_advisor.cli.retrain import retrain
     from slurm_advisor.cli.serve import ctl, release, serve
     from slurm_advisor.cli.simulate import simulate
     from slurm_advisor.cli.train import train
 
-    for command in (demo, simulate, train, convert, layout, serve, ctl, release, db, report,
+    for command in (demo, simulate, train, convert, layout, serve, ctl, release, db, report, retrain,
                     status, decisions, observations, export, explain, shadow, models, mode):
         cli.add_command(command)
 

@@ -139,11 +139,13 @@ def avg_jct(result) -> float:
 
 def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[Job], hp: Hyper,
           ablation: Ablation | None = None, log: Callable[[str], None] = print, bar=None,
-          judge_samples: Sequence[SpeedSample] | None = None) -> TrainReport:
+          judge_samples: Sequence[SpeedSample] | None = None, init_policy: PolicyNet | None = None) -> TrainReport:
     """``judge_samples``: speeds logged apart from ``samples`` (other jobs, other runs) on which
     the promotion gate's judge is fitted. Without them the judge is refitted on ``samples`` with
     another seed and held-out split: it shares the fitted model's data, so it shares more of its
-    errors (``TrainReport.judge`` says which judge decided)."""
+    errors (``TrainReport.judge`` says which judge decided). ``init_policy``: fine-tune this
+    network (same schema and width; ``retrain`` passes the active model's) instead of imitating
+    the teacher from random weights; its weights are copied, not changed."""
     ablation = ablation or Ablation()
     started = time.time()
     # Small networks and minibatches: extra threads only add overhead (and set once, here, at
@@ -163,10 +165,14 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
     log(f"teacher (best heuristic under the fitted model, on every validation trace): {teacher} "
         + ", ".join(f"{k}={'/'.join(f'{x:.0f}' for x in v)}" for k, v in scores.items()))
     net = PolicyNet(schema.node_dim, schema.global_dim, hp.hidden)
+    if init_policy is not None:
+        net.load_state_dict(init_policy.state_dict())
+        log("warm start: fine-tuning the given policy (no imitation)")
     report = TrainReport(net, speed_net, schema, speed_metrics, teacher, scores)
     episodes = _Episodes(nodes, jobs, fitted, schema, hp, rng)
     if ablation.network:
-        anchor = _warm_start(net, episodes, make_policy(teacher), hp, log) if ablation.warm_start else []
+        imitate = ablation.warm_start and init_policy is None
+        anchor = _warm_start(net, episodes, make_policy(teacher), hp, log) if imitate else []
         _reinforce(net, episodes, validation[0], teacher, ablation, report, bar, anchor)
     report.candidates = _with_patience(net, teacher, report, fitted, nodes, validation, schema, hp,
                                        proposers=("network", teacher) if ablation.network else (teacher,),

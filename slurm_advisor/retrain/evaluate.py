@@ -1,0 +1,58 @@
+"""Candidate vs incumbent: the speed model's error on the held-out samples, and avg JCT of the
+recent job mix in simulation under a judge that is neither model.
+
+The judge is a speed model fitted on the held-out samples alone (the most recent speeds, which
+neither the candidate nor, usually, the active model trained on) when there are at least
+``JUDGE_MIN_SAMPLES`` of them; with fewer, a fit would be noise, so the judge is the
+parametric ``contention`` model, which no model here was fitted to.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from slurm_advisor.domain import Job, Node, SpeedSample
+from slurm_advisor.learned import checkpoint
+from slurm_advisor.learned.features import FeatureSchema
+from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.learned.speed_model import LearnedSpeedModel, fit_speed_model
+from slurm_advisor.learned.train import avg_jct
+from slurm_advisor.sim.engine import Simulation
+from slurm_advisor.sim.runner import build_advisor
+from slurm_advisor.speedmodels import load_speed_model
+
+JUDGE_MIN_SAMPLES = 100
+_JUDGE_SEED_OFFSET = 7  # the judge's fit differs from the candidate's even on similar data
+
+
+@dataclass(frozen=True)
+class Judge:
+    model: object  # a SpeedModel
+    description: str
+
+
+def make_judge(holdout: Sequence[SpeedSample], hp: Hyper) -> Judge:
+    if len(holdout) >= JUDGE_MIN_SAMPLES:
+        schema = FeatureSchema()
+        net, _ = fit_speed_model(holdout, schema, replace(hp, seed=hp.seed + _JUDGE_SEED_OFFSET))
+        return Judge(LearnedSpeedModel(net, schema),
+                     f"a speed model fitted on the {len(holdout)} held-out samples alone (neither model trained on them)")
+    return Judge(load_speed_model("contention"),
+                 f"the contention model: only {len(holdout)} held-out samples, {JUDGE_MIN_SAMPLES} "
+                 "needed to fit a judge on them")
+
+
+def holdout_mape(model_dir: Path, holdout: Sequence[SpeedSample]) -> float:
+    """The model directory's speed model's mean absolute percentage error on ``holdout``."""
+    ckpt = checkpoint.load(model_dir)
+    return LearnedSpeedModel(ckpt.speed, ckpt.schema).mape(holdout)
+
+
+def replay_jct(nodes: Sequence[Node], jobs: Sequence[Job], judge: Judge, model_dir: Path | None,
+               seed: int) -> float:
+    """Avg JCT of the job mix under the judge: the model in ``model_dir`` as the daemon deploys it
+    (with slurm-default as its fallback), or slurm-default itself when ``model_dir`` is None."""
+    name = "slurm-default" if model_dir is None else "learned"
+    advisor = build_advisor(name, judge.model, model_dir)
+    return avg_jct(Simulation(nodes, jobs, advisor, judge.model, seed=seed).run())

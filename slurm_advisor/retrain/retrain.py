@@ -1,0 +1,228 @@
+"""One retrain, end to end, under the retrain lock:
+
+1. repair the ``active`` pointer if a crash left it behind the registry; remove dead candidates;
+2. read the samples, hold out the most recent share (``data.split_by_time``), and the recent
+   job mix (``data.recent_jobs``, or a given trace);
+3. fit the speed model and fine-tune the policy (``learned.train.train``), warm-started from the
+   active model's policy where one loads (same feature schema; its width is kept);
+4. write the candidate to a new version directory, atomically (``modelsdir.publish``);
+5. score candidate and incumbent (the active model, else slurm-default) (``evaluate``);
+6. register the candidate with its data range and metrics; if the gate says so, promote it:
+   the registry first (one transaction), then the ``active`` pointer (one rename).
+
+Nothing here changes the active model before step 6, so a crash or kill -9 at any earlier
+moment leaves it serving; a crash inside step 6 leaves the registry ahead of the pointer,
+which the next retrain repairs in step 1.
+"""
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from enum import IntEnum
+from pathlib import Path
+
+from tqdm import tqdm
+
+from slurm_advisor.domain import Job, Node
+from slurm_advisor.domain.model_record import ModelRecord
+from slurm_advisor.errors import InputError
+from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.retrain import modelsdir
+from slurm_advisor.retrain.data import JobMix, SampleSplit, recent_jobs, split_by_time
+from slurm_advisor.retrain.gate import Scores, Verdict, decide
+from slurm_advisor.retrain.lock import RetrainLock
+from slurm_advisor.store import Store
+
+DEFAULT_MODELS_DIR = Path("/var/lib/slurm-advisor/models")
+
+
+class RetrainExit(IntEnum):
+    """``slurm-advisor retrain``'s exit statuses."""
+    PROMOTED = 0   # the candidate is the active model now
+    ERROR = 1      # an unexpected failure (the active model is unchanged)
+    BAD_INPUT = 2  # bad options, no database, too few samples or jobs
+    KEPT = 3       # the candidate was not better: the active model stays (the reason says why)
+    LOCKED = 4     # another retrain holds the lock on the models directory
+
+
+@dataclass(frozen=True)
+class RetrainSettings:
+    margin: float = 0.02            # the candidate's avg JCT must be this share better
+    holdout_fraction: float = 0.2   # the most recent share of samples, never trained on
+    max_mape: float = 0.5           # a candidate missing held-out speeds by more is never promoted
+    recent_jobs: int = 300          # advised jobs in the replayed mix
+    hyper: Hyper = field(default_factory=Hyper)
+
+
+@dataclass
+class RetrainResult:
+    status: RetrainExit
+    reason: str
+    candidate: str | None = None
+    active_before: str | None = None
+    metrics: dict = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def promoted(self) -> bool:
+        return self.status is RetrainExit.PROMOTED
+
+    def summary(self) -> dict:
+        """The one object ``--json`` prints."""
+        active = self.candidate if self.promoted else self.active_before
+        return {"promoted": self.promoted, "exit_code": int(self.status), "reason": self.reason,
+                "candidate": self.candidate, "active_before": self.active_before, "active": active,
+                **self.metrics, "data": self.data, "seconds": round(self.seconds, 1)}
+
+
+def run_retrain(db: str, models_dir: Path, nodes: Sequence[Node], settings: RetrainSettings, *,
+                trace: Sequence[Job] | None = None, log: Callable[[str], None] = print,
+                progress: bool | None = None) -> RetrainResult:
+    """Raises AnotherRetrain (the lock is held) and InputError (bad inputs); see the module doc."""
+    started = time.time()
+    models_dir = Path(models_dir)
+    with RetrainLock(models_dir), Store.open(db, create=False) as store:
+        if modelsdir.remove_stale_candidates(models_dir):
+            log("removed the unfinished candidate of an earlier retrain")
+        active = _reconcile(store, models_dir, log)
+        split = split_by_time(store.load_samples(), settings.holdout_fraction)
+        mix = JobMix(list(trace), {"trace": len(trace)}) if trace else recent_jobs(store, settings.recent_jobs)
+        if not mix.jobs:
+            raise InputError("no advised jobs in the store to replay; pass --trace FILE for a job mix")
+        result = _retrain(store, models_dir, nodes, settings, split, mix, active, log, progress)
+    result.seconds = time.time() - started
+    return result
+
+
+def _retrain(store, models_dir: Path, nodes, settings: RetrainSettings, split: SampleSplit, mix: JobMix,
+             active: ModelRecord | None, log, progress) -> RetrainResult:
+    from slurm_advisor.retrain.evaluate import make_judge
+
+    active_dir = Path(active.directory) if active else None
+    data = {"train": split.describe("train"), "holdout": split.describe("holdout"), "jobs": len(mix.jobs),
+            "job_lengths": mix.lengths, "skipped_decisions": mix.skipped}
+    log(f"retrain: {data['train']['samples']} samples to train on, {data['holdout']['samples']} held out, "
+        f"{len(mix.jobs)} jobs in the mix, active model: {active.version if active else 'none (slurm-default)'}")
+    report, hp = _train(split, nodes, mix.jobs, settings.hyper, active_dir, log, progress)
+    candidate, existed = _write_candidate(models_dir, report, hp, data, active)
+    if existed and store.model(candidate) is not None:
+        return RetrainResult(RetrainExit.KEPT, f"the candidate is identical to the registered model {candidate}",
+                             candidate, active and active.version, data=data)
+    judge = make_judge(split.holdout, hp)
+    log(f"judge: {judge.description}")
+    verdict, metrics = _evaluate(nodes, mix.jobs, split, judge, models_dir / candidate, active, settings, hp.seed)
+    metrics["candidate_metrics"]["deploys"] = f"{report.deploy} at patience {report.patience}"
+    log(f"{'promote' if verdict.promote else 'keep the active model'}: {verdict.reason}")
+    train_part = data["train"]
+    store.register_model(ModelRecord(
+        candidate, str(models_dir / candidate), "candidate", time.time(), train_part["first_time"],
+        train_part["last_time"], train_part["samples"], train_part["live"],
+        {**metrics, "holdout": data["holdout"], "promoted": verdict.promote, "reason": verdict.reason}))
+    if verdict.promote:
+        store.set_model_status(candidate, "active")  # one transaction: the old active retires
+        modelsdir.point_active(models_dir, candidate)
+    status = RetrainExit.PROMOTED if verdict.promote else RetrainExit.KEPT
+    return RetrainResult(status, verdict.reason, candidate, active and active.version, metrics, data)
+
+
+def _reconcile(store, models_dir: Path, log) -> ModelRecord | None:
+    """The registry's active model (None if there is none or its files are gone), with the
+    ``active`` pointer made to agree with it."""
+    active = store.active_model()
+    if active is None:
+        return None
+    if not Path(active.directory).is_dir():
+        log(f"the registry's active model {active.version} has no directory {active.directory}: "
+            "judged against slurm-default")
+        return None
+    inside = Path(active.directory).resolve() == (models_dir / active.version).resolve()
+    if inside and modelsdir.active_version(models_dir) != active.version:
+        modelsdir.point_active(models_dir, active.version)
+        log(f"repaired {models_dir / modelsdir.ACTIVE} -> {active.version} (the registry's active model)")
+    return active
+
+
+def _train(split: SampleSplit, nodes, jobs, hp: Hyper, active_dir: Path | None, log, progress):
+    from slurm_advisor.learned.train import train
+
+    init, hp = _warm_start(active_dir, hp, log)
+    show = sys.stderr.isatty() if progress is None else progress
+    with tqdm(total=hp.rl_episodes, desc="RL episodes", disable=not show, file=sys.stderr) as bar:
+        report = train(split.train, nodes, jobs, hp, log=log, bar=bar, init_policy=init)
+    return report, hp
+
+
+def _warm_start(active_dir: Path | None, hp: Hyper, log):
+    """The active model's policy network and the hyperparameters to fine-tune it with (its width)."""
+    from slurm_advisor.learned import checkpoint
+    from slurm_advisor.learned.features import FeatureSchema
+
+    if active_dir is None:
+        return None, hp
+    try:
+        ckpt = checkpoint.load(active_dir)
+    except InputError as exc:
+        log(f"no warm start: the active model does not load ({exc})")
+        return None, hp
+    if ckpt.schema.types != FeatureSchema().types:
+        log("no warm start: the active model was trained for other job types")
+        return None, hp
+    return ckpt.policy, replace(hp, hidden=ckpt.hyper.hidden)
+
+
+def _write_candidate(models_dir: Path, report, hp: Hyper, data: dict, active: ModelRecord | None):
+    """(version, whether its directory existed already): the candidate, written atomically. An
+    existing directory of that version holds the same files (the version is their hash)."""
+    from slurm_advisor.daemon.daemon import model_version
+    from slurm_advisor.learned import checkpoint
+
+    meta = {"speed_model": {"holdout_mape": report.speed_metrics["holdout_mape"],
+                            "samples": report.speed_metrics["samples"]},
+            **report.deployment_meta(), "retrain": {**data, "warm_start": active and active.version},
+            "curve": report.curve}
+    tmp = modelsdir.new_candidate_dir(models_dir)
+    try:
+        checkpoint.save(tmp, report.policy, report.speed, report.schema, hp, meta)
+        version = model_version(tmp)
+        modelsdir.publish(tmp, models_dir, version)
+    except FileExistsError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return version, True
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return version, False
+
+
+def _evaluate(nodes, jobs, split: SampleSplit, judge, candidate_dir: Path, active: ModelRecord | None,
+              settings: RetrainSettings, seed: int) -> tuple[Verdict, dict]:
+    from slurm_advisor.retrain.evaluate import holdout_mape, replay_jct
+
+    baseline = replay_jct(nodes, jobs, judge, None, seed)
+    candidate = Scores(replay_jct(nodes, jobs, judge, candidate_dir, seed), holdout_mape(candidate_dir, split.holdout))
+    name, incumbent = "slurm-default", Scores(baseline, None)
+    if active is not None:
+        try:
+            incumbent = Scores(replay_jct(nodes, jobs, judge, Path(active.directory), seed),
+                               holdout_mape(Path(active.directory), split.holdout))
+            name = f"the active model {active.version}"
+        except InputError as exc:  # a broken active model: the candidate must beat Slurm's own rule
+            name = f"slurm-default (the active model {active.version} does not load: {exc})"
+    verdict = decide(candidate, incumbent, incumbent_name=name, margin=settings.margin, max_mape=settings.max_mape)
+    metrics = {"judge": judge.description, "margin": settings.margin,
+               "candidate_metrics": _scores(candidate), "incumbent": name, "incumbent_metrics": _scores(incumbent),
+               "slurm_default_avg_jct": _finite(baseline)}
+    return verdict, metrics
+
+
+def _scores(s: Scores) -> dict:
+    return {"avg_jct": _finite(s.avg_jct), "holdout_mape": None if s.mape is None else _finite(s.mape)}
+
+
+def _finite(x: float) -> float | None:
+    return round(float(x), 4) if math.isfinite(x) else None
