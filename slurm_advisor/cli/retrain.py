@@ -63,11 +63,11 @@ def retrain(ctx, db, config_file, models_dir, cluster, trace, margin, holdout_fr
         raise InputError("--partition and --sbatch-arg go with --submit")
     result = _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, max_mape, recent,
                   episodes, hyper_values)
-    if result is None:
-        sys.exit(RetrainExit.LOCKED)
+    if result.status is RetrainExit.LOCKED:
+        click.echo(f"error: {result.reason}", err=True)
     if as_json:
         click.echo(json.dumps(result.summary(), indent=2))
-    else:
+    elif result.status is not RetrainExit.LOCKED:
         click.echo(f"{'promoted' if result.promoted else 'kept the active model'}"
                    f"{f' (candidate {result.candidate})' if result.candidate else ''}: {result.reason}")
     sys.exit(result.status)
@@ -78,7 +78,7 @@ def _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, 
     from slurm_advisor.daemon.config import load_config
     from slurm_advisor.learned.hyper import Hyper
     from slurm_advisor.retrain.lock import AnotherRetrain
-    from slurm_advisor.retrain.retrain import RetrainSettings, run_retrain
+    from slurm_advisor.retrain.retrain import RetrainExit, RetrainResult, RetrainSettings, run_retrain
     from slurm_advisor.sim.trace import read_trace
 
     config = load_config(config_file, os.environ, {"db": db, "models_dir": models_dir})
@@ -92,8 +92,7 @@ def _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, 
         return run_retrain(config.db, config.models_dir, nodes, settings,
                            trace=read_trace(trace) if trace else None, log=log)
     except AnotherRetrain as exc:
-        click.echo(f"error: {exc}", err=True)
-        return None
+        return RetrainResult(RetrainExit.LOCKED, str(exc))
 
 
 def parse_hyper(values, hp):
