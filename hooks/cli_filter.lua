@@ -146,6 +146,7 @@ local function pre_submit(options)
         if why then slurm.log_info("%s", "slurm-advisor: " .. why .. "; options left as given") end
         return
     end
+    if plan.action == "observe" then return end  -- the client side cannot stamp admin_comment
     for _, change in ipairs(changes(options, plan)) do options[change[1]] = change[2] end
 end
 

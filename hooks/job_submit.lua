@@ -339,9 +339,11 @@ local function plan_from(reply)
     end
     local action = reply.action
     if action == "none" then return nil end
-    if action ~= "place" and action ~= "cap" then fail("unknown action " .. quote(action)) end
+    if action ~= "place" and action ~= "cap" and action ~= "observe" then fail("unknown action " .. quote(action)) end
     local plan = { action = action, decision = check_text(reply, "decision", "[^%w%-_.]", 64) }
-    if action == "place" then
+    if action == "observe" then
+        return plan  -- observe mode: only the decision id, so the daemon can link the outcome
+    elseif action == "place" then
         plan.nodes = check_text(reply, "nodes", "[^%w%-_.,%[%]]", 4096)
         plan.nodes_count = check_int(reply, "max_nodes", 1)
         if check_int(reply, "min_nodes", 1) ~= plan.nodes_count then fail("min_nodes must equal max_nodes") end
@@ -382,6 +384,11 @@ end
 
 -- Every write, after every check. (Slurm's job_desc takes these types; nothing here can raise.)
 local function apply(job_desc, plan)
+    if plan.action == "observe" then
+        -- admin_comment is seen by admins only and takes no part in scheduling
+        job_desc.admin_comment = "slurm-advisor:" .. plan.decision .. ":observed"
+        return
+    end
     if plan.action == "place" then
         job_desc.req_nodes = plan.nodes
         job_desc.min_nodes = plan.nodes_count
@@ -416,7 +423,8 @@ local function submit(job_desc)
     end
     apply(job_desc, plan)
     slurm.log_info("%s", "slurm-advisor: " .. plan.decision .. ": " .. plan.action
-                         .. (plan.nodes and (" on " .. plan.nodes) or (" to " .. plan.max_nodes .. " nodes")))
+                         .. (plan.nodes and (" on " .. plan.nodes)
+                             or plan.max_nodes and (" to " .. plan.max_nodes .. " nodes") or ""))
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)

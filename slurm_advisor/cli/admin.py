@@ -22,7 +22,7 @@ from slurm_advisor.errors import InputError
 
 #: `status` exits with this when the daemon does not answer (the store part is still shown).
 DAEMON_DOWN = 3
-_ACTIONS = ("place", "cap", "none")
+_ACTIONS = ("place", "cap", "observe", "none")
 
 
 def _common(command: Callable) -> Callable:

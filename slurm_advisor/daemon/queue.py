@@ -22,7 +22,8 @@ from slurm_advisor.cluster.slurm_json import expand_hostlist
 from slurm_advisor.cluster.squeue_lines import SEP, parse_time, split
 
 ADMIN_PREFIX = "slurm-advisor:"
-_DECISION_RE = re.compile(r"slurm-advisor:(d-[0-9a-f]{12})(:released)?")
+# ":released": the daemon lifted its pin or cap; ":observed": observe mode, never constrained.
+_DECISION_RE = re.compile(r"slurm-advisor:(d-[0-9a-f]{12})(:released|:observed)?")
 _STARTED = {"RUNNING", "COMPLETING", "COMPLETED", "SUSPENDED", "FAILED", "CANCELLED", "TIMEOUT",
             "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 
@@ -38,7 +39,7 @@ class AdvisedJob:
     state: str
     submit_time: float
     required_nodes: str
-    released: bool
+    released: bool                # the advisor constrains it no more (released, or only observed)
     tasks: int = 1
     user_id: int | None = None
     start_time: float = 0.0       # 0: none yet (a pending job's is Slurm's estimate: not kept)

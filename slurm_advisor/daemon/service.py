@@ -167,7 +167,7 @@ class AdviceService:
     def _action(mode: str, placement: Placement | None, advice: Advice, snapshot: ClusterSnapshot,
                 job: Job) -> str:
         if mode == "observe":
-            return "none"
+            return "observe"  # the hook only stamps the decision id, so outcomes link back to it
         if placement is not None:
             return "place"
         if mode == "enforce" and advice.held and advice.max_nodes and _cap_feasible(snapshot, job, advice.max_nodes):

@@ -116,7 +116,7 @@ def test_a_peer_that_is_neither_root_nor_slurm_is_refused():
 def test_mode_switches_at_run_time(served):
     path = served.config.socket
     assert call(path, "mode", mode="observe") == {"v": 1, "ok": True, "mode": "observe", "was": "advise"}
-    assert call(path, "advise", job=marked())["action"] == "none"
+    assert call(path, "advise", job=marked())["action"] == "observe"
     assert call(path, "mode", mode="enforce")["mode"] == "enforce"
     assert call(path, "advise", job=marked())["action"] == "place"
     assert "expected one of" in call(path, "mode", mode="loud")["error"]
@@ -130,7 +130,7 @@ def test_every_decision_reaches_the_store(served, tmp_path):
     served.stop()  # flushes the writer
     with Store.open(served.config.db, create=False) as store:
         decisions = store.load_decisions()
-    assert [d.action for d in decisions] == ["none", "place", "place", "place"]
+    assert [d.action for d in decisions] == ["observe", "place", "place", "place"]
     assert decisions[0].mode == "observe" and decisions[0].would and decisions[1].layout
     assert all(d.latency_ms > 0 and d.request["comment"].startswith("slurm-advisor:") for d in decisions)
 

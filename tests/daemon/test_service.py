@@ -52,7 +52,7 @@ def test_advise_mode_places_and_records():
 
 def test_observe_mode_changes_nothing_but_records_what_it_would_do():
     reply, decision, _, placement = service().advise(ClusterSnapshot.empty(NODES), marked(), "observe")
-    assert reply["action"] == "none" and "nodes" not in reply and placement is None
+    assert reply["action"] == "observe" and "nodes" not in reply and "max_nodes" not in reply and placement is None
     assert decision.would == (("worker", "n1"), ("worker", "n1")) and decision.layout == ()
 
 

@@ -20,7 +20,8 @@ PLACE = {"v": 1, "ok": True, "decision": "d-5f0c2a9e41b7", "mode": "advise", "ac
          "layout": "ps=n1;worker=n1,n3,n3,n3", "switches": None, "wait4switch_s": None, "reason": ""}
 CAP = {"v": 1, "ok": True, "decision": "d-00aa11bb22cc", "mode": "advise", "action": "cap",
        "max_nodes": 3, "switches": 1, "wait4switch_s": 600, "reason": ""}
-NONE = {"v": 1, "ok": True, "decision": "d-0123456789ab", "mode": "observe", "action": "none", "reason": ""}
+NONE = {"v": 1, "ok": True, "decision": "d-0123456789ab", "mode": "advise", "action": "none", "reason": ""}
+OBSERVE = {"v": 1, "ok": True, "decision": "d-0123456789ab", "mode": "observe", "action": "observe", "reason": ""}
 
 Behaviour = Callable[[socket.socket, bytes], None]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_advisor import CAP, NONE, PLACE, FakeAdvisor, close_silently, line
+from fake_advisor import CAP, NONE, OBSERVE, PLACE, FakeAdvisor, close_silently, line
 
 from slurm_advisor.daemon.protocol import decode_request, parse_marker, task_shape
 
@@ -152,6 +152,16 @@ def test_interactive_job_gets_fields_and_no_environment(run_hook, daemon: FakeAd
     daemon.reply_with(PLACE)
     got = writes(run_hook({**MARKED, "environment": None}))
     assert got["req_nodes"] == "n1,n3" and "environment.SLURM_ADVISOR_LAYOUT" not in got
+
+
+def test_observe_stamps_only_the_decision_id(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(OBSERVE)
+    assert writes(run_hook(MARKED)) == {"admin_comment": "slurm-advisor:d-0123456789ab:observed"}
+
+
+def test_observe_changes_no_client_option(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(OBSERVE)
+    assert writes(run_hook(CLI_OPTIONS, "cli", CLI_FILTER)) == {}
 
 
 def test_none_changes_nothing(run_hook, daemon: FakeAdvisor) -> None:

@@ -213,16 +213,23 @@ def test_no_job_field_reaches_a_shell(slurm: Slurm, daemons, tmp_path):
     assert not canary.exists()
 
 
-def test_observe_mode_changes_nothing(slurm: Slurm, daemons, tmp_path):
+def test_observe_mode_changes_nothing_slurm_schedules_by(slurm: Slurm, daemons, tmp_path):
     d = start(daemons, tmp_path, "--policy", "slurm-default", "--mode", "observe")
-    job = slurm.submit(["--comment", PS_JOB, "-n", "4", "--gpus-per-task=1"], 5)
+    job = slurm.submit(["--comment", PS_JOB, "-n", "4", "--gpus-per-task=1"], 2)
     view = slurm.wait(job, lambda v: v.state == "RUNNING", timeout_s=20)
     info = run(["scontrol", "show", "job", job])
-    assert re.search(r"ReqNodeList=\(null\)", info) and "AdminComment=slurm-advisor" not in info
+    assert re.search(r"ReqNodeList=\(null\)", info) and re.search(r"NumNodes=1 ", info)
+    stamp = re.search(r"AdminComment=slurm-advisor:(d-[0-9a-f]{12}):observed\b", info)  # only the id
+    assert stamp, info
     assert set(view.allocation) == {"n1"}  # Slurm's own choice: all four on the first node
+    slurm.wait(job, lambda v: v.state == "COMPLETED", timeout_s=20)
+    time.sleep(1.5)  # a refresh or two: the daemon records the outcome
     d.stop()
     (decision,) = d.decisions()
-    assert decision.action == "none" and decision.mode == "observe" and decision.would
+    assert decision.id == stamp.group(1) and decision.action == "observe" and decision.would
+    with Store.open(str(d.db), create=False) as store:
+        outcome = store.outcome(job)
+    assert outcome.decision_id == decision.id and outcome.state == "COMPLETED" and outcome.nodes == ("n1",)
 
 
 def test_a_job_pinned_to_nodes_taken_first_is_released_after_the_bound(slurm: Slurm, daemons, tmp_path):
