@@ -311,26 +311,37 @@ def list_models(db, config_file, as_json) -> None:
 @_common
 def promote(version, db, config_file, as_json) -> None:
     """Make VERSION the active model (the active one is retired in the same transaction)."""
-    with _store(_config(config_file, db=db)) as store:
-        _switch(store, version, as_json)
+    config = _config(config_file, db=db)
+    with _store(config) as store:
+        _switch(store, version, as_json, config.models_dir)
 
 
 @models.command()
 @_common
 def rollback(db, config_file, as_json) -> None:
     """Make the previous active model active again (the last retired one that had been promoted)."""
-    with _store(_config(config_file, db=db)) as store:
+    config = _config(config_file, db=db)
+    with _store(config) as store:
         active = store.active_model()
         earlier = [m for m in store.list_models() if m.status == "retired" and m.promoted_at is not None
                    and (active is None or m.version != active.version)]
         if not earlier:
             raise InputError("no previous active model to roll back to")
-        _switch(store, max(earlier, key=lambda m: (m.retired_at or 0.0, m.promoted_at)).version, as_json)
+        _switch(store, max(earlier, key=lambda m: (m.retired_at or 0.0, m.promoted_at)).version, as_json,
+                config.models_dir)
 
 
-def _switch(store, version: str, as_json: bool) -> None:
+def _switch(store, version: str, as_json: bool, models_dir: Path) -> None:
+    """The registry first (the source of truth), then the ``active`` pointer the daemon follows."""
+    from slurm_advisor.retrain.modelsdir import point_active
+
     before = store.active_model()
     after = store.set_model_status(version, "active")
+    try:
+        point_active(models_dir, version)
+    except FileNotFoundError:
+        click.echo(f"warning: {models_dir / version} is missing: the daemon keeps its model until "
+                   "the next retrain repairs the pointer", err=True)
     data = {"active": after.version, "was": before.version if before else None, "directory": after.directory}
     _emit(as_json, data, lambda: f"active model: {after.version} (was {data['was'] or 'none'})")
 

@@ -55,7 +55,8 @@ def site(tmp_path):
     names it and the embedded simulated cluster (what explain and shadow judge layouts on)."""
     db = tmp_path / "advisor.db"
     config = tmp_path / "config.toml"
-    config.write_text(f'db = "{db}"\nsource = "simulated"\nsocket = "{tmp_path / "none.sock"}"\n')
+    config.write_text(f'db = "{db}"\nsource = "simulated"\nsocket = "{tmp_path / "none.sock"}"\n'
+                      f'models_dir = "{tmp_path}"\n')
     snapshot = ClusterSnapshot.empty(default_cluster())
     packer = AdviceService(Advisor(PackPolicy()), express)
     spreader = AdviceService(Advisor(SlurmDefaultPolicy()), express)
@@ -155,7 +156,9 @@ def test_models_list_promote_rollback(site):
     assert {m["version"]: m["status"] for m in listed} == {"aaa": "retired", "bbb": "active", "ccc": "candidate"}
     assert json.loads(run("models", "promote", "ccc", "--config", cfg, "--json")) == {
         "active": "ccc", "was": "bbb", "directory": str(site["tmp"] / "ccc")}
+    assert (site["tmp"] / "active").resolve() == (site["tmp"] / "ccc").resolve()  # what the daemon follows
     assert "active model: bbb (was ccc)" in run("models", "rollback", "--config", cfg)
+    assert (site["tmp"] / "active").resolve() == (site["tmp"] / "bbb").resolve()
     assert "active model: ccc (was bbb)" in run("models", "rollback", "--config", cfg)
     assert "no model 'zzz'" in run("models", "promote", "zzz", "--config", cfg, code=2)
     assert "ccc" in run("models", "list", "--config", cfg)

@@ -296,8 +296,8 @@ def test_enforce_turns_a_hold_into_a_node_count_cap_that_is_released_after_the_b
 
     config = replace(DaemonConfig(), socket=SOCKET, mode="enforce", refresh_s=0.5, pin_bound_s=4.0,
                      db=str(tmp_path / "advisor.db"), client_timeout_s=1.0)
-    daemon = Daemon(config, SlurmCliSource(), SlurmQueue(), AdviceService(Advisor(AlwaysHold()), express),
-                    Store.open(config.db))
+    service = AdviceService(Advisor(AlwaysHold()), express, default_partition="batch")
+    daemon = Daemon(config, SlurmCliSource(), SlurmQueue(), service, Store.open(config.db))
     daemon.start()
     try:
         with ServerThread(AdvisorServer(SOCKET, daemon.dispatcher(), 1.0)):
