@@ -38,6 +38,7 @@ def _register() -> None:
     from slurm_advisor.cli.db import db
     from slurm_advisor.cli.demo import demo
     from slurm_advisor.cli.layout import layout
+    from slurm_advisor.cli.loop import loop
     from slurm_advisor.cli.report import report
     from slurm_advisor.cli.retrain import retrain
     from slurm_advisor.cli.serve import ctl, release, serve
@@ -45,7 +46,7 @@ def _register() -> None:
     from slurm_advisor.cli.train import train
 
     for command in (demo, simulate, train, convert, layout, serve, ctl, release, db, report, retrain,
-                    status, decisions, observations, export, explain, shadow, models, mode):
+                    status, decisions, observations, export, explain, shadow, models, mode, loop):
         cli.add_command(command)
 
 
