@@ -168,7 +168,14 @@ start() {
     install_packages
     start_munge
     make_gpus
-    if [ -z "$(alive "$CTLD_PIDFILE")" ]; then write_config; fi  # never rewrite a live cluster's config
+    if [ -z "$(alive "$CTLD_PIDFILE")" ]; then
+        write_config
+    elif [ -n "${SLURM_ADVISOR_TESTBED_HOOK:-}" ] && grep -q '^JobSubmitPlugins=lua' "$CONF"; then
+        # Never rewrite a live cluster's config, but do bring its hook up to date: slurmctld
+        # reloads job_submit.lua at the next submission, and install.sh replaces it atomically.
+        "$(dirname "$0")/../hooks/install.sh" "$ROOT/etc" "$SLURM_ADVISOR_TESTBED_HOOK" >&2 \
+            || die "cannot install the job submit hook $SLURM_ADVISOR_TESTBED_HOOK"
+    fi
     start_daemons
     wait_idle
     echo "export SLURM_CONF=$CONF" | tee "$ROOT/env"
