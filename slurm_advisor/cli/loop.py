@@ -66,14 +66,14 @@ def table(cycles: list[dict]) -> str:
     rows = [f"{'cycle':>5}  {'served':<26} {'avg JCT h':>10} {'slurm-default h':>16} {'MAPE':>7}  promoted"]
     for c in cycles:
         served = c["policy"] + (f" {c['model']}" if c.get("model") else "")
-        rows.append(f"{c['cycle']:>5}  {served:<26} {_h(c['avg_jct']):>10} {_h(c['slurm_default_avg_jct']):>16} "
-                    f"{_pct(c['mape']):>7}  {'yes' if c['promoted'] else 'no'}")
+        rows.append(f"{c['cycle']:>5}  {served:<26} {hours(c['avg_jct']):>10} {hours(c['slurm_default_avg_jct']):>16} "
+                    f"{percent(c['mape']):>7}  {'yes' if c['promoted'] else 'no'}")
     return "\n".join(rows)
 
 
-def _h(seconds: float | None) -> str:
+def hours(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 3600:.2f}"
 
 
-def _pct(x: float | None) -> str:
+def percent(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f} %"

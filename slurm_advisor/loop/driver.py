@@ -58,6 +58,7 @@ class LoopSettings:
     max_mape: float = 0.5
     recent_jobs: int = 300
     hyper: Hyper = field(default_factory=Hyper)
+    retrain: bool = True            # False: serve and record only (slurm-default through the daemon throughout)
 
 
 class LoopDaemon:
@@ -189,7 +190,8 @@ class Loop:
             previous["next_mape"] = _mape(self.models_dir / previous["candidate"], samples)
         self._clock += max((r.end for r in result.records), default=0.0)
         site.queue.origin += max((r.end for r in result.records), default=0.0)
-        record.update(self._retrain(site))
+        record.update(self._retrain(site) if self.settings.retrain else
+                      {"promoted": False, "candidate": None, "retrain": None})
         record["seconds"] = round(time.time() - started, 1)
         return record
 

@@ -85,3 +85,20 @@ def test_the_queue_lists_owners_of_started_jobs_and_the_advised_ones() -> None:
     assert queue.released("1") and queue.read().advised[0].released
     queue.clear()
     assert queue.read().advised == []
+
+
+def test_without_retrain_the_daemon_serves_slurm_default_and_records_only(tmp_path) -> None:
+    from slurm_advisor.loop.driver import Loop, LoopSettings
+    from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+    from slurm_advisor.speedmodels import load_speed_model
+    from slurm_advisor.store import Store
+
+    nodes = tuple(Node(f"n{i}", 32, 8, 256000) for i in range(1, 5))
+    traces = [synthetic_jobs(8, seed=s, mix="large", arrival_rate_per_h=1.0) for s in (3, 4)]
+    loop = Loop(nodes, load_speed_model("contention"), str(tmp_path / "l.db"), tmp_path / "models",
+                LoopSettings(retrain=False))
+    cycles = loop.run(traces)
+    assert [(c["policy"], c["promoted"], c["retrain"]) for c in cycles] == [("slurm-default", False, None)] * 2
+    with Store.open(str(tmp_path / "l.db"), create=False) as store:
+        assert store.list_models() == [] and store.count_decisions() == 16
+        assert store.count_samples("live") == sum(c["samples"] for c in cycles) > 0

@@ -1,0 +1,90 @@
+"""Closed loop: five cycles of run -> report -> retrain -> promote through the real daemon.
+
+Each cycle runs a fresh synthetic trace (``large`` mix at the demo's offered load, seeds 71-75)
+on examples/clusters/16x8.toml under a ground truth (``contention`` by default) with
+``slurm_advisor.loop``: the jobs ask the daemon (slurm-default until a model is promoted), report
+their speeds and end with outcomes, then retrain decides. Per cycle: avg JCT of what the daemon
+served vs slurm-default on the same trace (in the plain simulator, and served through the daemon
+all along, "sd/daemon": the daemon's path itself lays tasks out as Slurm does on pinned nodes,
+daemon/expressible.py, which alone moves avg JCT), the MAPE of the speed model the cycle's retrain
+produced on the *next* cycle's observations, and whether it was promoted (and why not).
+
+    python benchmarks/closed_loop.py --out benchmarks/results/closed_loop.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from slurm_advisor.cli.loop import hours, percent
+from slurm_advisor.learned.demo import loaded_trace
+from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.loop.driver import Loop, LoopSettings
+from slurm_advisor.sim.clusterfile import read_cluster
+from slurm_advisor.speedmodels import load_speed_model
+
+REPO = Path(__file__).resolve().parents[1]
+SEEDS = (71, 72, 73, 74, 75)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "closed_loop.json")
+    ap.add_argument("--truth", default="contention", help="ground-truth speed model spec")
+    ap.add_argument("--jobs", type=int, default=120, help="jobs per trace")
+    ap.add_argument("--episodes", type=int, default=30, help="RL episodes per retrain")
+    ap.add_argument("--mode", default="enforce", choices=("advise", "enforce"),
+                    help="the daemon's mode (enforce: the learned policy's holds become node-count caps)")
+    ap.add_argument("--margin", type=float, default=0.02)
+    ap.add_argument("--seeds", type=lambda v: tuple(int(x) for x in v.split(",")), default=SEEDS,
+                    help="trace seeds, one cycle each (default 71,72,73,74,75)")
+    args = ap.parse_args(argv)
+    nodes = read_cluster(REPO / "examples" / "clusters" / "16x8.toml")
+    truth = load_speed_model(args.truth)
+    traces = [loaded_trace(nodes, truth, args.jobs, seed) for seed in args.seeds]
+    # the demo's small budget (learned/demo.py), with fewer RL episodes
+    hp = replace(Hyper(), rl_episodes=args.episodes, episode_jobs=min(80, args.jobs), speed_epochs=40,
+                 warm_episodes=2, warm_epochs=20)
+    settings = LoopSettings(mode=args.mode, margin=args.margin, hyper=hp)
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="closed-loop-") as work:
+        loop = Loop(nodes, truth, str(Path(work) / "loop.db"), Path(work) / "models", settings,
+                    log=lambda line: print(line, file=sys.stderr))
+        cycles = loop.run(traces)
+        # slurm-default served through the daemon all along: what the daemon's path itself changes
+        # (Slurm's task layout on pinned nodes, daemon/expressible.py) apart from what was learned
+        served = Loop(nodes, truth, str(Path(work) / "baseline.db"), Path(work) / "baseline-models",
+                      replace(settings, retrain=False)).run(traces)
+    for c, b in zip(cycles, served):
+        c["daemon_slurm_default_avg_jct"] = b["avg_jct"]
+    print(table(cycles))
+    out = {"cluster": "examples/clusters/16x8.toml", "truth": args.truth, "mix": "large", "jobs": args.jobs,
+           "seeds": list(args.seeds), "mode": args.mode, "margin": args.margin, "hyper": hp.to_dict(),
+           "seconds": round(time.time() - started, 1), "cycles": cycles}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2))
+    return 0
+
+
+def table(cycles: list[dict]) -> str:
+    lines = [(f"{'cycle':>5} {'served':<20} {'avg JCT h':>10} {'slurm-def h':>12} {'ratio':>6} {'sd/daemon h':>12} "
+              f"{'MAPE now':>9} {'MAPE next':>10}  promoted")]
+    for c in cycles:
+        served = c["policy"] + (f" {c['model'][:8]}" if c.get("model") else "")
+        ratio = c["avg_jct"] / c["slurm_default_avg_jct"] if c["avg_jct"] and c["slurm_default_avg_jct"] else None
+        why = "" if c["promoted"] else f" ({c['retrain']['reason']})"
+        lines.append(f"{c['cycle']:>5} {served:<20} {hours(c['avg_jct']):>10} {hours(c['slurm_default_avg_jct']):>12} "
+                     f"{'-' if ratio is None else f'{ratio:.2f}':>6} {hours(c.get('daemon_slurm_default_avg_jct')):>12} "
+                     f"{percent(c['mape']):>9} "
+                     f"{percent(c.get('next_mape')):>10}  {'yes' if c['promoted'] else 'no'}{why}")
+    return "\n".join(lines)
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())
