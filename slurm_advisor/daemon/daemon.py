@@ -9,6 +9,7 @@ import logging
 import pwd
 import re
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -35,7 +36,8 @@ from slurm_advisor.store import Store
 
 log = logging.getLogger("slurm_advisor.daemon")
 _PACKAGED_MODEL = Path(__file__).resolve().parent.parent / "data" / "model"  # as learned.checkpoint
-_RECENT = 10_000  # decisions kept in memory for unpinning (the user's own node counts) and reports
+_RECENT = 10_000
+_SWITCH_INTERVAL_S = 0.0005  # decisions kept in memory for unpinning (the user's own node counts) and reports
 _TRACKED = 100_000  # advised jobs whose last recorded state is remembered (an outcome per change)
 
 
@@ -135,6 +137,9 @@ class Daemon:
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> None:
+        # The request loop shares the GIL with the refresh and writer threads; Python's default
+        # 5 ms switch interval would let a store write hold a request up to that long.
+        sys.setswitchinterval(_SWITCH_INTERVAL_S)
         if self.store is not None and self.jobcomp is not None:
             try:  # advised jobs whose end a previous run did not see: the completion file may have it
                 self._open.update((o.job_id, o.decision_id) for o in self.store.load_outcomes(final=False))
