@@ -68,7 +68,35 @@ def main(argv=None) -> int:
            "seconds": round(time.time() - started, 1), "cycles": cycles}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2))
+    plot(cycles, args.out.with_suffix(".png"), args.truth)
+    print(f"results: {args.out}, plot: {args.out.with_suffix('.png')}")
     return 0
+
+
+def plot(cycles: list[dict], path: Path, truth: str) -> None:
+    """Avg JCT per cycle (served, slurm-default plain and through the daemon) and the next-cycle MAPE."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = [c["cycle"] for c in cycles]
+    fig, (jct, err) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for key, label, dx in (("avg_jct", "served by the daemon", -0.27), ("slurm_default_avg_jct", "slurm-default", 0.0),
+                           ("daemon_slurm_default_avg_jct", "slurm-default via the daemon", 0.27)):
+        jct.bar([i + dx for i in x], [(c.get(key) or 0) / 3600 for c in cycles], width=0.27, label=label)
+    for c in cycles:
+        if c["promoted"]:
+            jct.annotate("promoted", (c["cycle"], (c["avg_jct"] or 0) / 3600), ha="center", va="bottom", fontsize=7)
+    jct.set(xlabel="cycle", ylabel="avg JCT (h)", title=f"closed loop under {truth}", xticks=x)
+    jct.legend(fontsize=7)
+    mape = [(c["cycle"], 100 * c["next_mape"]) for c in cycles if c.get("next_mape") is not None]
+    err.plot([m[0] for m in mape], [m[1] for m in mape], marker="o")
+    err.axhline(10, linestyle="--", color="grey")
+    err.set(xlabel="cycle whose retrain fitted the model", ylabel="MAPE on the next cycle (%)", xticks=x,
+            title="speed model error (target 10 %)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def table(cycles: list[dict]) -> str:
