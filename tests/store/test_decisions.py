@@ -1,7 +1,6 @@
 """Decisions in the store: round trip, order, and the same on a real PostgreSQL."""
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -54,22 +53,6 @@ def test_a_duplicate_decision_id_is_one_clear_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_postgres_round_trip() -> None:
-    url = os.environ.get("SLURM_ADVISOR_TEST_PG_URL")
-    if not url:
-        pytest.skip("SLURM_ADVISOR_TEST_PG_URL is not set")
-    with Store.open(url) as store:
-        _truncate(url)
-        try:
-            _exercise(store)
-        finally:
-            _truncate(url)
-
-
-def _truncate(url: str) -> None:
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(conninfo) as conn:
-        conn.execute("TRUNCATE decisions")
+def test_postgres_round_trip(pg_url: str) -> None:
+    with Store.open(pg_url) as store:
+        _exercise(store)

@@ -1,7 +1,6 @@
 """Reports (with their live samples), outcomes and the model registry, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
 
@@ -93,25 +92,8 @@ def test_upgrade_from_0002_keeps_decisions_and_samples(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_postgres_reports_outcomes_registry() -> None:
-    url = os.environ.get("SLURM_ADVISOR_TEST_PG_URL")
-    if not url:
-        pytest.skip("SLURM_ADVISOR_TEST_PG_URL is not set")
-    with Store.open(url) as store:
-        _truncate(url)
-        try:
-            _reports_and_outcomes(store)
-            _registry(store)
-            assert store.revision() == "0003"
-        finally:
-            _truncate(url)
-
-
-def _truncate(url: str) -> None:
-    """Empty the CI database's tables of this file (and the samples they link)."""
-    from sqlalchemy import create_engine, text
-
-    engine = create_engine(url)
-    with engine.begin() as connection:
-        connection.execute(text("TRUNCATE reports, outcomes, models, speed_samples RESTART IDENTITY"))
-    engine.dispose()
+def test_postgres_reports_outcomes_registry(pg_url: str) -> None:
+    with Store.open(pg_url) as store:
+        _reports_and_outcomes(store)
+        _registry(store)
+        assert store.revision() == "0003"

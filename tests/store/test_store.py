@@ -1,7 +1,6 @@
 """The store on a SQLite file (always) and on a real PostgreSQL (``-m postgres``, URL from CI)."""
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
 
@@ -98,28 +97,11 @@ def test_unreachable_server_is_input_error_with_masked_password() -> None:
 
 
 @pytest.mark.postgres
-def test_postgres_round_trip_and_reopen() -> None:
-    url = os.environ.get("SLURM_ADVISOR_TEST_PG_URL")
-    if not url:
-        pytest.skip("SLURM_ADVISOR_TEST_PG_URL is not set")
-    with Store.open(url) as store:
-        _truncate(url)  # a reused CI database: start from an empty table so the checks are exact
-        try:
-            _exercise(store)
-            with Store.open(url) as again:  # already at head: the migration must not run again
-                assert again.count_samples() == 5
-        finally:
-            _truncate(url)
-
-
-def _truncate(url: str) -> None:
-    """Leave the CI database empty for the next run (plain DB-API: the store has no delete API yet)."""
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(conninfo) as conn:
-        conn.execute("TRUNCATE speed_samples RESTART IDENTITY")
+def test_postgres_round_trip_and_reopen(pg_url: str) -> None:
+    with Store.open(pg_url) as store:
+        _exercise(store)
+        with Store.open(pg_url) as again:  # already at head: the migration must not run again
+            assert again.count_samples() == 5
 
 
 def test_reading_requires_an_existing_database(tmp_path: Path) -> None:
