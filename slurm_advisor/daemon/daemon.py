@@ -128,7 +128,8 @@ class Daemon:
     def status(self) -> dict[str, Any]:
         snap = self.state.snapshot()
         return {**self.health(), "policy": self.service.advisor.policy.name,
-                "model": self.service.model_version, "source": self.source.name,
+                "model": self.service.model_version, "model_problem": self.service.model_problem,
+                "source": self.source.name,
                 "nodes": 0 if snap is None else len(snap.nodes), "claims": len(self.state.claims),
                 "uptime_s": round(time.time() - self.state.started_at, 1),
                 "decisions_written": self.writer.written, "decisions_dropped": self.writer.dropped,
@@ -247,12 +248,23 @@ def build_daemon(config: DaemonConfig) -> Daemon:
     source = _make_source(config, make_source)
     queue = SlurmQueue(config.slurm_conf, config.command_timeout_s) if config.source != "simulated" else NoQueue()
     model = active_dir(config.models_dir) or config.model  # the promoted model, once retrain promoted one
-    policy = make_policy(config.policy, PolicyContext(model_dir=model))
-    fallback = SlurmDefaultPolicy() if config.policy == "learned" else None
-    version = (model.name if model != config.model else model_version(model)) if config.policy == "learned" else None
+    problem = None
+    try:
+        policy = make_policy(config.policy, PolicyContext(model_dir=model))
+    except InputError as exc:
+        if config.policy != "learned":
+            raise
+        # A corrupt or missing model must not stop the advice: Slurm's own rule serves, the log
+        # and `status` say why, and the model follower swaps in the next model that loads.
+        problem = f"model {model or 'packaged'} does not load ({exc}); serving slurm-default"
+        log.error("%s", problem)
+        policy = SlurmDefaultPolicy()
+    fallback = SlurmDefaultPolicy() if config.policy == "learned" and problem is None else None
+    version = None if config.policy != "learned" or problem else \
+        (model.name if model != config.model else model_version(model))
     snapshot = source.snapshot()
     show_config = _show_config(queue)
-    service = AdviceService(Advisor(policy, fallback=fallback), express, model_version=version,
+    service = AdviceService(Advisor(policy, fallback=fallback), express, model_version=version, model_problem=problem,
                             has_switches=any(n.switch for n in snapshot.nodes), hold_wait_s=config.hold_wait_s,
                             pins=not block_topology(show_config), default_partition=_default_partition(queue))
     store = Store.open(config.db)

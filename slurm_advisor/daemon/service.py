@@ -83,8 +83,9 @@ def _text(fields: dict[str, Any], name: str) -> str | None:
 class AdviceService:
     def __init__(self, advisor: Advisor, express: Express, *, model_version: str | None = None,
                  has_switches: bool = False, hold_wait_s: float = 600.0, pins: bool = True,
-                 default_partition: str | None = None, seed: int = 0):
+                 default_partition: str | None = None, model_problem: str | None = None, seed: int = 0):
         self.advisor = advisor
+        self.model_problem = model_problem  # why the configured model is not the one serving
         # Slurm rejects at submission a job pinned to a node outside its partition: the policy
         # sees only the nodes of the partition the job runs in (the default one when unset).
         self.default_partition = default_partition

@@ -187,6 +187,7 @@ class ModelFollower:
             return False
         with self.lock:
             old, self.service.advisor, self.service.model_version = self.service.model_version, advisor, target
+            self.service.model_problem = None
         self.counters.model_reloads += 1
         log.info("model %s -> %s (promoted in %s)", old, target, self.models_dir)
         return True

@@ -1,0 +1,47 @@
+"""A corrupt or missing model never stops the advice: slurm-default serves, logged, shown in status."""
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+import pytest
+
+from slurm_advisor.daemon.config import DaemonConfig
+from slurm_advisor.daemon.daemon import build_daemon
+from slurm_advisor.learned.checkpoint import DEFAULT_MODEL_DIR
+from slurm_advisor.retrain.modelsdir import point_active
+
+
+def _config(tmp_path, **changes) -> DaemonConfig:
+    return replace(DaemonConfig(), source="simulated", socket=tmp_path / "a.sock", db=str(tmp_path / "a.db"),
+                   models_dir=tmp_path / "models", **changes)
+
+
+@pytest.mark.parametrize("damage", ["meta not json", "policy missing"])
+def test_a_broken_active_model_falls_back_to_slurm_default(tmp_path, caplog, damage):
+    broken = tmp_path / "models" / "0123456789ab"
+    shutil.copytree(DEFAULT_MODEL_DIR, broken)
+    if damage == "meta not json":
+        (broken / "meta.json").write_text("{not json")
+    else:
+        (broken / "policy.pt").unlink()
+    point_active(tmp_path / "models", broken.name)
+    daemon = build_daemon(_config(tmp_path))
+    try:
+        status = daemon.status()
+        assert status["policy"] == "slurm-default" and status["model"] is None
+        assert "does not load" in status["model_problem"] and "serving slurm-default" in caplog.text
+        reply = daemon.advise({"comment": "slurm-advisor: type=resnet50 ps=0 workers=2", "num_tasks": 2,
+                               "tres_per_task": "gres:gpu:1", "user_id": 0})
+        assert reply["ok"] is True and reply["action"] in ("place", "none")
+    finally:
+        daemon.stop()
+
+
+def test_a_good_model_reports_no_problem(tmp_path):
+    daemon = build_daemon(_config(tmp_path))
+    try:
+        status = daemon.status()
+        assert status["policy"] == "learned" and status["model"] and status["model_problem"] is None
+    finally:
+        daemon.stop()
