@@ -5,8 +5,7 @@ compact ``squeue -O`` per refresh tells the daemon which of its decisions starte
 end), which ended and how (outcomes), which still wait pinned, and who owns every job that runs
 (who may report its speed) (``squeue --json`` is avoided: on 22.05 it ignores its filters and
 costs ~30 KB a job; see cluster/squeue_lines.py). Every command is an argument list with a
-timeout; nothing from a job reaches a shell. ``parse_squeue`` reads the JSON form too (22.05 plain
-values, 23.02+ ``{"number": ...}`` objects and state lists) for pyslurm-shaped documents.
+timeout; nothing from a job reaches a shell.
 """
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from slurm_advisor.cluster.base import SourceError
 from slurm_advisor.cluster.slurm_json import expand_hostlist
@@ -54,29 +52,6 @@ class AdvisedJob:
     def waiting(self) -> bool:
         """Still pending under the advisor's pin or cap (not yet released)."""
         return self.state == "PENDING" and not self.released
-
-
-def parse_squeue(doc: Any) -> list[AdvisedJob]:
-    """The advised jobs in a decoded ``squeue --json`` document."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
-        raise QueueError("squeue --json: no 'jobs' list")
-    out = []
-    for raw in doc["jobs"]:
-        match = _DECISION_RE.match(str(raw.get("admin_comment") or ""))
-        if match is None:
-            continue
-        state = raw.get("job_state")
-        state = state[0] if isinstance(state, list) and state else state
-        out.append(AdvisedJob(str(raw.get("job_id")), match.group(1), str(state or ""),
-                              float(_number(raw.get("submit_time")) or 0), str(raw.get("required_nodes") or ""),
-                              match.group(2) is not None, int(_number(raw.get("tasks")) or 1)))
-    return out
-
-
-def _number(value: Any) -> Any:
-    if isinstance(value, dict):  # 23.02+: {"set": true, "infinite": false, "number": 5}
-        return value.get("number") if value.get("set", True) else None
-    return value
 
 
 _LINE_FIELDS = ("JobID", "UserId", "State", "SubmitTime", "StartTime", "EndTime", "NumTasks", "ReqNodes",

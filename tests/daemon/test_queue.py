@@ -1,39 +1,9 @@
-"""Reading the advised jobs from squeue --json (22.05 and 23.02+ shapes) and unpinning them."""
+"""Reading the advised jobs from the compact squeue listing and unpinning them."""
 from __future__ import annotations
 
 import pytest
 
-from slurm_advisor.daemon.queue import AdvisedJob, QueueError, SlurmQueue, parse_squeue
-
-
-def job_2205(job_id, state, admin, submit=100, required="", tasks=4):
-    return {"job_id": job_id, "job_state": state, "admin_comment": admin, "submit_time": submit,
-            "required_nodes": required, "tasks": tasks}
-
-
-def job_2302(job_id, state, admin, submit=100, required="", tasks=4):
-    return {"job_id": job_id, "job_state": [state], "admin_comment": admin,
-            "submit_time": {"set": True, "infinite": False, "number": submit}, "required_nodes": required,
-            "tasks": {"set": True, "infinite": False, "number": tasks}}
-
-
-@pytest.mark.parametrize("make", [job_2205, job_2302])
-def test_only_advised_jobs_are_read(make):
-    doc = {"jobs": [make(1, "PENDING", "slurm-advisor:d-0123456789ab", required="n[1-2]"),
-                    make(2, "RUNNING", "slurm-advisor:d-0123456789ac"),
-                    make(3, "PENDING", "someone else's note"),
-                    make(4, "PENDING", "slurm-advisor:d-0123456789ad:released")]}
-    jobs = parse_squeue(doc)
-    assert [j.job_id for j in jobs] == ["1", "2", "4"]
-    assert jobs[0] == AdvisedJob("1", "d-0123456789ab", "PENDING", 100.0, "n[1-2]", False, 4)
-    assert jobs[0].waiting and not jobs[0].started
-    assert jobs[1].started and not jobs[1].waiting
-    assert jobs[2].released and not jobs[2].waiting
-
-
-def test_a_document_without_jobs_is_one_error():
-    with pytest.raises(QueueError, match="no 'jobs' list"):
-        parse_squeue({"errors": ["oops"]})
+from slurm_advisor.daemon.queue import AdvisedJob, QueueError, SlurmQueue
 
 
 class Recorder(SlurmQueue):

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from slurm_advisor.cluster.slurm_json import expand_hostlist
 from slurm_advisor.domain import Node, Resources
 
 #: States in which a job still holds (or is about to hold) its allocation.
@@ -36,19 +37,6 @@ def run(args: Sequence[str], timeout_s: float = 30.0) -> str:
         said = (proc.stderr.strip() or proc.stdout.strip())[-2000:]
         raise SlurmError(f"{' '.join(args)}: exit {proc.returncode}: {said}")
     return proc.stdout
-
-
-def expand_hostlist(spec: str) -> list[str]:
-    """Slurm's compact node list ("n[1-3,5],m2") as names, in order."""
-    names = []
-    for prefix, ranges, plain in re.findall(r"([^,\[]+)\[([^\]]+)\]|([^,\[\]]+)", spec):
-        if plain:
-            names.append(plain)
-            continue
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            names += [f"{prefix}{i:0{len(lo)}d}" for i in range(int(lo), int(hi or lo) + 1)]
-    return names
 
 
 def count_ids(spec: str) -> int:
