@@ -72,10 +72,13 @@ def pollux(workload_csv: Path, models_dir: Path, seed: int, out: Path) -> None:
               help="Mean arrivals per hour (default: the mix's own rate).")
 @click.option("--ps-fraction", default=0.5, show_default=True,
               help="Share of multi-worker jobs that use parameter servers.")
+@click.option("--types", default=None, metavar="A,B,...",
+              help="Comma-separated job type names to draw from (default: the published types).")
 @_SEED
 @_OUT
-def synthetic(n: int, mix: str, arrival_rate_per_h: float | None, ps_fraction: float, seed: int,
-              out: Path) -> None:
+def synthetic(n: int, mix: str, arrival_rate_per_h: float | None, ps_fraction: float,
+              types: str | None, seed: int, out: Path) -> None:
     """N synthetic jobs with Poisson arrivals."""
     _write(out, synthetic_jobs(n, seed=seed, mix=mix, arrival_rate_per_h=arrival_rate_per_h,
-                               ps_fraction=ps_fraction))
+                               ps_fraction=ps_fraction,
+                               types=None if types is None else types.split(",")))

@@ -47,3 +47,12 @@ def test_bad_gavel_line_is_one_error_line(tmp_path: Path) -> None:
 def test_missing_input_and_out_are_usage_errors(tmp_path: Path) -> None:
     assert _run("gavel", str(tmp_path / "none.trace"), "--out", "x.csv")[0] == 2
     assert _run("synthetic", "5")[0] == 2
+
+
+def test_synthetic_draws_the_sites_type_names(tmp_path: Path) -> None:
+    out = tmp_path / "t.csv"
+    code, output = _run("synthetic", "40", "--types", "ctr-ranker, seg-unet", "--out", str(out))
+    assert code == 0, output
+    assert {job.type for job in read_trace(out)} == {"ctr-ranker", "seg-unet"}
+    code, output = _run("synthetic", "5", "--types", " , ", "--out", str(out))
+    assert code == 2 and output.strip() == "error: types: give at least one job type name"

@@ -8,6 +8,7 @@ time-limit rule).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,18 +42,23 @@ MIXES: dict[str, Mix] = {
 
 
 def synthetic_jobs(n: int, *, seed: int = 0, mix: str = "philly",
-                   arrival_rate_per_h: float | None = None, ps_fraction: float = 0.5) -> list[Job]:
+                   arrival_rate_per_h: float | None = None, ps_fraction: float = 0.5,
+                   types: Sequence[str] | None = None) -> list[Job]:
     """``n`` jobs with Poisson arrivals; ``arrival_rate_per_h`` defaults to the mix's own rate.
 
     A ``ps_fraction`` share of multi-worker jobs use parameter servers (1 to workers // 2 of them).
-    The same arguments always give the same jobs.
+    Job types are drawn uniformly from ``types`` (a site's own names; default: the published
+    types of ``jobtypes``); a type ``jobtypes`` does not know gets its default profile's speed
+    for turning the drawn run length into iterations. The same arguments always give the same jobs.
     """
     spec = _check(n, mix, arrival_rate_per_h, ps_fraction)
+    if types is not None and not [t for t in types if t.strip()]:
+        raise InputError("types: give at least one job type name")
     rate = arrival_rate_per_h or spec.arrival_rate_per_h
     rng = np.random.default_rng(seed)
     arrivals = np.cumsum(rng.exponential(3600.0 / rate, size=n))
     arrivals -= arrivals[0]  # the first job arrives at time 0
-    types = sorted(KNOWN_TYPES)
+    types = sorted(KNOWN_TYPES) if types is None else [t.strip() for t in types if t.strip()]
     width = len(str(n - 1))
     return [_job(f"syn-{i:0{width}d}", float(arrivals[i]), spec, types, ps_fraction, rng)
             for i in range(n)]
