@@ -46,6 +46,24 @@ class SimResult:
             return 0.0
         return max(r.end for r in self.records) - min(r.submit for r in self.records)
 
+    def queue_growth(self) -> float:
+        """How much the queue grew over the arrivals, in jobs per job submitted: the least-squares
+        trend of the number of waiting jobs, sampled at every arrival, times the arrival window,
+        over the number of jobs. About 0 while the cluster keeps up (the queue comes and goes);
+        it approaches ``1 - capacity / load`` when arrivals outpace what the policy can serve
+        and the queue grows without bound."""
+        if len(self.records) < 3:
+            return 0.0
+        submit = np.array(sorted(r.submit for r in self.records))
+        start = np.sort(np.array([r.start for r in self.records]))
+        # waiting at time t: submitted by t (inclusive) minus started by t (inclusive)
+        waiting = np.searchsorted(submit, submit, side="right") - np.searchsorted(start, submit, side="right")
+        span = submit[-1] - submit[0]
+        if span <= 0:
+            return 0.0
+        slope = np.polyfit(submit - submit[0], waiting.astype(float), 1)[0]
+        return float(slope * span / len(self.records))
+
     def summary(self) -> dict[str, float]:
         if not self.records:
             return {"jobs": 0}

@@ -1,0 +1,205 @@
+"""Load sweep: avg JCT of every policy at offered loads 0.3 to 1.1, and the highest load each
+sustains, under a project truth and the frozen held-out one (issue 12's protocol).
+
+One offered load on the edge of congestion says more about the queue than about placement, so
+every policy runs every test trace at every load of ``LOADS``. For each truth and workload:
+
+1. speeds are logged while the site's current policies run the training trace, and apart on a
+   judge trace (``learned.experiment``: what the store holds after some weeks);
+2. the learned policy is trained on them, once per training seed (``--train-seeds``), at
+   ``TRAIN_LOAD``, within the retraining cron's budget;
+3. every baseline of the registry (``policies.BASELINES``: slurm-default, slurm-topo and the
+   rules) and each trained model run the test traces at each load under the ground truth.
+
+Truths: ``contention`` (the project's) and ``site-holdout`` (``benchmarks/truths/site_holdout.py``,
+frozen before it was first used here; its traces carry the site's own type names, none of them
+known to ``jobtypes``). Nothing is tuned on the held-out truth's results.
+
+Traces (synthetic, none shares a job with another): training seed 51, judge seed 52, test seeds
+71, 72, 73 -- first used on 2026-12-01; a design change made after looking at a loss here turns
+them into validation traces and the next figures need new seeds. Workloads: ``large`` (4-16
+workers: placement matters) and ``philly`` (mostly 1-GPU jobs: it barely does).
+
+A policy *sustains* a load when its queue does not grow over the arrivals
+(``SimResult.queue_growth`` below ``GROWTH_LIMIT`` on the mean over test traces); the table gives
+the highest swept load it sustains. Figures are means over the test traces and, for the learned
+policy, over training seeds, with the per-trace spread of its ratio to slurm-default.
+
+    python benchmarks/load_sweep.py [--quick] [--only site-holdout:large] [--out benchmarks/results/load_sweep.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from slurm_advisor.learned.experiment import evaluate, run_experiment
+from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.policies import BASELINES
+from slurm_advisor.sim.clusterfile import read_cluster
+from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+from slurm_advisor.sim.workload import at_offered_load
+from slurm_advisor.speedmodels import load_speed_model
+
+REPO = Path(__file__).resolve().parents[1]
+LOADS = (0.3, 0.5, 0.7, 0.9, 1.1)
+TRAIN_LOAD = 0.6
+GROWTH_LIMIT = 0.05
+TRAIN_SEED, JUDGE_SEED, TEST_SEEDS = 51, 52, (71, 72, 73)
+SITE_TYPES = ("ctr-ranker-v3", "asr-conformer-l", "vit-h-pretrain", "seg-unet-3d", "gnn-sage-prod",
+              "lm-lora-13b", "diffusion-xl", "tabular-sweep")  # as the held-out site names its jobs
+TRUTHS = {"contention": ("contention", None),
+          "site-holdout": (f"{REPO / 'benchmarks' / 'truths' / 'site_holdout.py'}:SiteHoldoutSpeeds", SITE_TYPES)}
+
+
+def traces(mix: str, types, n: int, tests: int) -> tuple[list, list, list[list]]:
+    make = lambda seed: synthetic_jobs(n, seed=seed, mix=mix, types=types)  # noqa: E731
+    return make(TRAIN_SEED), make(JUDGE_SEED), [make(s) for s in TEST_SEEDS[:tests]]
+
+
+def sweep_setting(nodes, truth, raw, hp: Hyper, train_seeds, loads, log) -> dict:
+    raw_train, raw_judge, raw_tests = raw
+    train_jobs = at_offered_load(raw_train, nodes, truth, TRAIN_LOAD)
+    judge_jobs = at_offered_load(raw_judge, nodes, truth, TRAIN_LOAD)
+    first_test = at_offered_load(raw_tests[0], nodes, truth, TRAIN_LOAD)
+    runs: dict[str, dict[str, list]] = {}  # policy -> load -> [(avg_jct, growth), ...] over traces
+    trained, deployed, mape = {}, {}, {}
+    with tempfile.TemporaryDirectory() as work:
+        for s in train_seeds:
+            started = time.process_time()
+            res = run_experiment(nodes, train_jobs, first_test, truth, Path(work) / f"seed{s}",
+                                 replace(hp, seed=s), judge_jobs=judge_jobs, baselines=[], seed=s, log=log)
+            trained[f"learned/seed{s}"] = res.models["learned"]
+            deployed[f"seed{s}"] = res.deployed["learned"]
+            mape[f"seed{s}"] = res.speed_mape_unseen
+            log(f"seed {s}: trained in {time.process_time() - started:.0f} CPU-s, deployed {res.deployed['learned']}")
+        for load in loads:
+            for raw_test in raw_tests:
+                jobs = at_offered_load(raw_test, nodes, truth, load)
+                for name, r in evaluate(nodes, jobs, truth, BASELINES, trained, seed=0).items():
+                    s = r.summary()
+                    runs.setdefault(name, {}).setdefault(str(load), []).append(
+                        (s["avg_jct"], r.queue_growth(), s.get("timeouts", 0)))
+    return {"runs": runs, "deployed": deployed, "speed_mape_unseen": mape}
+
+
+def summarize(setting: dict, loads) -> dict:
+    """Per policy (trained seeds pooled as 'learned'): mean avg JCT per load, ratio to
+    slurm-default per load (mean of means) with the per-trace range, growth, sustained load."""
+    runs = setting["runs"]
+    learned = [k for k in runs if k.startswith("learned/")]
+    pooled = dict(runs)
+    if learned:
+        pooled["learned"] = {str(load): [x for k in learned for x in runs[k][str(load)]] for load in loads}
+    out = {}
+    for name, by_load in pooled.items():
+        row = {}
+        for load in loads:
+            cell = by_load[str(load)]
+            ref = runs["slurm-default"][str(load)]
+            jct = float(np.mean([c[0] for c in cell]))
+            per_trace = [c[0] / ref[i % len(ref)][0] for i, c in enumerate(cell)]
+            row[str(load)] = {"avg_jct_h": jct / 3600, "vs_slurm": jct / float(np.mean([c[0] for c in ref])),
+                              "vs_slurm_range": [min(per_trace), max(per_trace)],
+                              "growth": float(np.mean([c[1] for c in cell])), "timeouts": sum(c[2] for c in cell)}
+        sustained = [load for load in loads if row[str(load)]["growth"] < GROWTH_LIMIT]
+        # the highest load below which every swept load is sustained
+        highest = 0.0
+        for load in loads:
+            if load not in sustained:
+                break
+            highest = load
+        out[name] = {"by_load": row, "sustains": highest}
+    return out
+
+
+def best_baseline(summary: dict, load: str) -> str:
+    return min((b for b in BASELINES if b in summary), key=lambda b: summary[b]["by_load"][load]["avg_jct_h"])
+
+
+def print_table(key: str, summary: dict, setting: dict, loads) -> None:
+    print(f"\n== {key}: avg JCT (h), mean over test traces; learned = mean over training seeds "
+          f"(deployed {setting['deployed']}; speed-model MAPE on unseen placements "
+          f"{ {k: round(v, 3) for k, v in setting['speed_mape_unseen'].items()} })")
+    print(f"{'policy':<18}" + "".join(f"{'load ' + str(x):>12}" for x in loads) + f"{'sustains':>10}")
+    for name, s in summary.items():
+        print(f"{name:<18}" + "".join(f"{s['by_load'][str(x)]['avg_jct_h']:>12.2f}" for x in loads)
+              + f"{s['sustains']:>10}")
+    if "learned" in summary:
+        print("learned vs slurm-default (per-trace range) | vs the best baseline at that load:")
+        for x in loads:
+            c = summary["learned"]["by_load"][str(x)]
+            best = best_baseline(summary, str(x))
+            ratio = c["avg_jct_h"] / summary[best]["by_load"][str(x)]["avg_jct_h"]
+            print(f"  load {x}: {c['vs_slurm']:.3f} ({c['vs_slurm_range'][0]:.2f}-{c['vs_slurm_range'][1]:.2f})"
+                  f" | {ratio:.3f} x {best}")
+
+
+def plot(summary: dict, loads, path: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for name, s in summary.items():
+        if name.startswith("learned/"):
+            continue
+        ax.plot(loads, [s["by_load"][str(x)]["avg_jct_h"] for x in loads], marker="o", label=name)
+    ax.set_yscale("log")
+    ax.set_xlabel("offered load (GPU time asked for, jobs alone / GPU time available)")
+    ax.set_ylabel("avg JCT (hours, log scale)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "load_sweep.json")
+    ap.add_argument("--quick", action="store_true", help="small traces and training budget (a smoke run)")
+    ap.add_argument("--only", default="", help="comma-separated truth:workload settings to run")
+    ap.add_argument("--train-seeds", default="0,1", help="comma-separated training seeds")
+    ap.add_argument("--jobs", type=int, default=300, help="jobs per trace")
+    args = ap.parse_args(argv)
+    hp = Hyper()
+    n, tests, loads = args.jobs, len(TEST_SEEDS), LOADS
+    if args.quick:
+        hp = replace(hp, rl_episodes=3, episode_jobs=60, speed_epochs=20, warm_episodes=1, warm_epochs=10)
+        n, tests, loads = 80, 2, (0.3, 0.7, 1.1)
+    seeds = [int(s) for s in args.train_seeds.split(",") if s]
+    nodes = read_cluster(REPO / "examples" / "clusters" / "16x8.toml")
+    only = {s for s in args.only.split(",") if s}
+    out = {"cluster": "16x8", "loads": list(loads), "train_load": TRAIN_LOAD, "train_seeds": seeds,
+           "growth_limit": GROWTH_LIMIT, "hyper": hp.to_dict(), "settings": {}}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for tname, (spec, types) in TRUTHS.items():
+        truth = load_speed_model(spec)
+        for mix in ("large", "philly"):
+            key = f"{tname}:{mix}"
+            if only and key not in only:
+                continue
+            started = time.time()
+            setting = sweep_setting(nodes, truth, traces(mix, types, n, tests), hp, seeds, loads,
+                                    lambda m, k=key: print(f"  [{k}] {m}", file=sys.stderr))
+            summary = summarize(setting, loads)
+            out["settings"][key] = {"summary": summary, "deployed": setting["deployed"],
+                                    "speed_mape_unseen": setting["speed_mape_unseen"],
+                                    "runs": setting["runs"], "seconds": round(time.time() - started, 1)}
+            print_table(key, summary, setting, loads)
+            plot(summary, loads, args.out.with_name(f"{args.out.stem}-{tname}-{mix}.png"), key)
+            args.out.write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    sys.exit(main())
