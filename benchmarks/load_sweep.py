@@ -59,7 +59,7 @@ TRUTHS = {"contention": ("contention", None),
 
 
 def traces(mix: str, types, n: int, tests: int) -> tuple[list, list, list[list]]:
-    make = lambda seed: synthetic_jobs(n, seed=seed, mix=mix, types=types)  # noqa: E731
+    make = lambda seed: synthetic_jobs(n, seed=seed, mix=mix, types=types)
     return make(TRAIN_SEED), make(JUDGE_SEED), [make(s) for s in TEST_SEEDS[:tests]]
 
 
