@@ -13,6 +13,9 @@ The traces (``workloads``; none shares a job with another):
 - ``philly``: training = Philly days 20-40 (jobs sampled evenly to 300), judge = days 40-60
   (days 0-20 hold only 71 jobs), test = days 80-88, 88-96, 96-104 (each sampled evenly to 300).
 
+``lif`` places by a pairwise interference profile fitted on the same training samples as the
+learned policy's speed model (saved beside that model, ``lif_profile.json``), never on a test trace.
+
 The test traces are looked at once, for the figures of the README (first run 2026-12-01). A
 design change made after a loss on a test trace turns it into a validation trace: the next
 figures must then come from new test traces (as seeds 12-14 and Philly days 20-80, the test
@@ -47,7 +50,7 @@ from slurm_advisor.speedmodels import load_speed_model
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
-BASELINES = ["slurm-default", "slurm-topo", "pack", "spread", "random", "tetris", "oracle"]
+BASELINES = ["slurm-default", "slurm-topo", "pack", "spread", "random", "tetris", "lif", "oracle"]
 
 
 # Offered load (GPU time asked for, jobs alone, over GPU time available): loaded, not overloaded.

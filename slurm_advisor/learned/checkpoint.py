@@ -1,8 +1,9 @@
 """Checkpoints: state_dicts (loaded with weights_only=True, never pickle) + JSON metadata.
 
-A directory holds ``policy.pt``, ``speed.pt`` and ``meta.json``. The metadata carries the
-feature schema version and job-type vocabulary; a checkpoint made for another schema is
-refused with a message that says which versions differ.
+A directory holds ``policy.pt``, ``speed.pt``, ``meta.json`` and, when training fitted one,
+``lif_profile.json``: the `lif` baseline's interference profile from the same samples. The
+metadata carries the feature schema version and job-type vocabulary; a checkpoint made for
+another schema is refused with a message that says which versions differ.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from slurm_advisor.learned.features import SCHEMA_VERSION, FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.policy_net import PolicyNet
 from slurm_advisor.learned.speed_model import SpeedNet
+from slurm_advisor.policies.lif import PROFILE_FILE, InterferenceProfile
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "data" / "model"
 
@@ -32,9 +34,13 @@ class Checkpoint:
 
 
 def save(directory: Path, policy: PolicyNet, speed: SpeedNet, schema: FeatureSchema, hyper: Hyper,
-         meta: dict) -> Path:
+         meta: dict, lif_profile: InterferenceProfile | None = None) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    if lif_profile is not None:
+        lif_profile.save(directory / PROFILE_FILE)
+    else:  # no stale profile from an earlier model in the same directory
+        (directory / PROFILE_FILE).unlink(missing_ok=True)
     torch.save(_half(policy.state_dict()), directory / "policy.pt")
     torch.save(_half(speed.state_dict()), directory / "speed.pt")
     full = {"schema_version": schema.version, "types": list(schema.types), "hyper": hyper.to_dict(),

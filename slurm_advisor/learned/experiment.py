@@ -95,8 +95,14 @@ def run_experiment(nodes: Sequence[Node], train_jobs: Sequence[Job], test_jobs: 
 
 def evaluate(nodes: Sequence[Node], jobs: Sequence[Job], truth: SpeedModel, baselines: Sequence[str],
              models: dict[str, Path], seed: int) -> dict[str, SimResult]:
-    """Every baseline and every trained variant (by name, from its model directory) on ``jobs``."""
-    results = compare(nodes, jobs, truth, list(baselines), seed=seed)
+    """Every baseline and every trained variant (by name, from its model directory) on ``jobs``.
+    `lif` uses the interference profile saved beside the ``learned`` model: fitted on the same
+    training samples (never on the test trace); neutral (= spread) when there is no such model."""
+    profile_dir = models.get("learned")
+    results = {}
+    for name in baselines:
+        results[name] = compare(nodes, jobs, truth, [name], seed=seed,
+                                model_dir=profile_dir if name == "lif" else None)[name]
     for name, directory in models.items():
         results[name] = compare(nodes, jobs, truth, ["learned"], seed=seed, model_dir=directory)["learned"]
     return results
@@ -111,4 +117,5 @@ def _save(directory: Path, report, ablation: Ablation, hp: Hyper, n_samples: int
     meta = {"ablation": vars(ablation), "rounds": rounds, **report.deployment_meta(),
             "speed_model": {"holdout_mape": report.speed_metrics["holdout_mape"], "samples": n_samples},
             "curve": report.curve}
-    return checkpoint.save(directory, report.policy, report.speed, report.schema, hp, meta)
+    return checkpoint.save(directory, report.policy, report.speed, report.schema, hp, meta,
+                           lif_profile=report.lif_profile)

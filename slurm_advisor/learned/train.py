@@ -39,6 +39,7 @@ from slurm_advisor.learned.rl import (
 from slurm_advisor.learned.speed_model import LearnedSpeedModel, SpeedNet, fit_speed_model
 from slurm_advisor.policies import make_policy
 from slurm_advisor.policies.base import Policy
+from slurm_advisor.policies.lif import InterferenceProfile, fit_profile
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.engine import Simulation
 
@@ -72,6 +73,8 @@ class TrainReport:
     candidates: dict[tuple[str, float], tuple[float, ...]] = field(default_factory=dict)
     judge_scores: dict[str, tuple[float, ...]] = field(default_factory=dict)  # chosen, teacher under the judge
     judge: str = ""  # what the judge was fitted on
+    # the `lif` baseline's pairwise interference, fitted on the same samples (saved beside the model)
+    lif_profile: InterferenceProfile = field(default_factory=InterferenceProfile)
 
     @property
     def chosen(self) -> tuple[str, float]:
@@ -169,6 +172,7 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
         net.load_state_dict(init_policy.state_dict())
         log("warm start: fine-tuning the given policy (no imitation)")
     report = TrainReport(net, speed_net, schema, speed_metrics, teacher, scores)
+    report.lif_profile = fit_profile(samples)
     episodes = _Episodes(nodes, jobs, fitted, schema, hp, rng)
     if ablation.network:
         imitate = ablation.warm_start and init_policy is None

@@ -1,7 +1,8 @@
 """Placement policies, registered by name in one explicit dict.
 
 Each factory takes a :class:`PolicyContext` with what a policy may need beyond the snapshot
-(the ground truth for the oracle, a model directory for the learned policy).
+(the ground truth for the oracle, a model directory for the learned policy and for the
+interference profile `lif` finds beside it).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from slurm_advisor.speedmodels.base import SpeedModel
 @dataclass(frozen=True)
 class PolicyContext:
     truth: SpeedModel | None = None   # only the oracle may use it
-    model_dir: Path | None = None     # the learned policy's checkpoint
+    model_dir: Path | None = None     # the learned policy's checkpoint; lif: its lif_profile.json
 
 
 def _slurm_default(ctx: PolicyContext) -> Policy:
@@ -50,6 +51,11 @@ def _tetris(ctx: PolicyContext) -> Policy:
     return TetrisPolicy()
 
 
+def _lif(ctx: PolicyContext) -> Policy:
+    from slurm_advisor.policies.lif import LifPolicy, profile_for_model
+    return LifPolicy(profile_for_model(ctx.model_dir))  # neutral without a model dir or profile
+
+
 def _oracle(ctx: PolicyContext) -> Policy:
     from slurm_advisor.policies.oracle import OraclePolicy
     if ctx.truth is None:
@@ -69,11 +75,12 @@ POLICIES: dict[str, Callable[[PolicyContext], Policy]] = {
     "spread": _spread,
     "random": _random,
     "tetris": _tetris,
+    "lif": _lif,
     "oracle": _oracle,
     "learned": _learned,
 }
 
-BASELINES = ("slurm-default", "slurm-topo", "pack", "spread", "random", "tetris")
+BASELINES = ("slurm-default", "slurm-topo", "pack", "spread", "random", "tetris", "lif")
 
 
 def make_policy(name: str, ctx: PolicyContext | None = None) -> Policy:

@@ -36,7 +36,8 @@ def test_demo_trains_compares_and_writes_results(tmp_path: Path) -> None:
     # A fraction, not a percentage: 0.45 on this tiny budget (40 jobs); 0.75 still rules out a speed
     # model that learned nothing (the bound was 10, i.e. 1000 %, which no model could fail).
     assert 0 < data["speed_mape_unseen"] < 0.75
-    assert {p.name for p in (out / "model" / "learned").iterdir()} == {"meta.json", "policy.pt", "speed.pt"}
+    assert {p.name for p in (out / "model" / "learned").iterdir()} == {"meta.json", "policy.pt", "speed.pt",
+                                                                         "lif_profile.json"}
 
 
 def test_demo_rejects_a_zero_budget(tmp_path: Path) -> None:
