@@ -40,6 +40,7 @@ VERSION = 1
 # Ridge weight pulling a type's (or pair's) cost toward its fallback, in squared exposures:
 # a pair seen in a few samples stays near the average, one seen in hundreds keeps its own.
 PRIOR_WEIGHT = 4.0
+_SEEN = 1e-9  # squared exposure change below which a type counts as never seen changing (rounding)
 
 
 @dataclass(frozen=True)
@@ -154,18 +155,20 @@ def fit_profile(samples: Iterable[SpeedSample], prior_weight: float = PRIOR_WEIG
     x, y = _demeaned(np.asarray(runs), x), _demeaned(np.asarray(runs), y[:, None])[:, 0]
     overall = _ridge(x.sum(axis=1, keepdims=True), y, np.zeros(1), prior_weight)[0]
     aggressor = _ridge(x, y, np.full(len(types), overall), prior_weight)
-    seen = (x * x).sum(axis=0) > 0
-    out = InterferenceProfile(overall, {}, {t: aggressor[i] for i, t in enumerate(types) if seen[i]}, {}, len(y))
+    seen = (x * x).sum(axis=0) > _SEEN
+    victim: dict[str, float] = {}
+    pair: dict[tuple[str, str], float] = {}
     victims = np.asarray(victims)
     for v in sorted(set(victims.tolist())):
         xv, yv = x[victims == v], y[victims == v]
-        if not (xv * xv).sum() > 0:
+        if not (xv * xv).sum() > _SEEN:
             continue  # never seen beside a changing neighbour: the fallbacks speak for it
-        out.victim[v] = c_v = _ridge(xv.sum(axis=1, keepdims=True), yv, np.full(1, overall), prior_weight)[0]
-        cols = np.flatnonzero((xv * xv).sum(axis=0) > 0)
+        victim[v] = c_v = _ridge(xv.sum(axis=1, keepdims=True), yv, np.full(1, overall), prior_weight)[0]
+        cols = np.flatnonzero((xv * xv).sum(axis=0) > _SEEN)
         fitted = _ridge(xv[:, cols], yv, np.full(len(cols), c_v), prior_weight)
-        out.pair.update({(v, types[j]): c for j, c in zip(cols.tolist(), fitted)})
-    return out
+        pair.update({(v, types[j]): c for j, c in zip(cols.tolist(), fitted)})
+    return InterferenceProfile(overall, victim, {t: aggressor[i] for i, t in enumerate(types) if seen[i]}, pair,
+                               len(y))
 
 
 def _rows(samples: Iterable[SpeedSample]) -> tuple[list[int], list[str], list[float], list[dict[str, float]]]:
@@ -211,6 +214,7 @@ class LifPolicy:
 
     def __init__(self, profile: InterferenceProfile | None = None):
         self.profile = profile or InterferenceProfile()
+        self._neutral = self.profile.is_neutral
 
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator | None = None
               ) -> Placement | None:
@@ -218,14 +222,14 @@ class LifPolicy:
         cap = snapshot.layout.capacity
         free = snapshot.free_array().copy()
         share = _free_share(free, cap)
-        order = np.arange(len(free))
         placed: list[TaskAssignment] = []
         for role in job.roles():
             d = job.demand(role)
             fits = np.flatnonzero((free[:, 0] >= d.cpus) & (free[:, 1] >= d.gpus) & (free[:, 2] >= d.mem_mb))
             if not fits.size:
                 return None
-            i = int(fits[np.lexsort((order[fits], -share[fits], cost[fits]))[0]])
+            least = fits[cost[fits] == cost[fits].min()]
+            i = int(least[np.argmax(share[least])])  # the first of the least loaded: Slurm's order
             free[i] -= (d.cpus, d.gpus, d.mem_mb)
             share[i] = _free_share(free[i:i + 1], cap[i:i + 1])[0]
             placed.append(TaskAssignment(role, snapshot.nodes[i].name))
@@ -239,7 +243,7 @@ class LifPolicy:
 
     def _node_costs(self, snapshot: ClusterSnapshot, job: Job) -> np.ndarray:
         """Per node (in order): interference of one task of ``job`` with the tasks there."""
-        if self.profile.is_neutral or not snapshot.running:
+        if self._neutral or not snapshot.running:
             return np.zeros(len(snapshot.nodes))
         with LoadIndex.synced(snapshot) as index:
             types = list(index.types)
