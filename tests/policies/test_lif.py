@@ -198,3 +198,30 @@ def test_the_registry_finds_the_profile_beside_a_model(tmp_path: Path) -> None:
     # no profile beside the model (trained before profiles were saved), or no model: neutral
     assert make_policy("lif", PolicyContext(model_dir=tmp_path / "old")).profile.is_neutral
     assert make_policy("lif").profile.is_neutral
+
+
+def test_the_experiment_runs_lif_with_the_profile_beside_the_learned_model(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from slurm_advisor.learned import checkpoint
+    from slurm_advisor.learned.experiment import evaluate
+    from slurm_advisor.learned.features import FeatureSchema
+    from slurm_advisor.learned.hyper import Hyper
+    from slurm_advisor.learned.policy_net import PolicyNet
+    from slurm_advisor.learned.speed_model import SpeedNet
+    from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+    from slurm_advisor.speedmodels.contention import ContentionSpeedModel
+
+    torch.manual_seed(0)
+    schema, hp = FeatureSchema(), Hyper(hidden=8, speed_hidden=8)
+    nodes = tuple(Node(f"n{i}", 32, 8, 256_000, f"s{i // 4}") for i in range(8))
+    jobs = synthetic_jobs(30, seed=3, mix="large")
+    model = checkpoint.save(tmp_path / "learned", PolicyNet(schema.node_dim, schema.global_dim, hp.hidden),
+                            SpeedNet(schema.sample_dim, hp.speed_hidden), schema, hp, {"deploy": "spread"},
+                            lif_profile=InterferenceProfile(overall=0.2))
+    assert (model / PROFILE_FILE).exists()
+    truth = ContentionSpeedModel()
+    with_profile = evaluate(nodes, jobs, truth, ["spread", "lif"], {"learned": model}, seed=0)
+    assert with_profile["lif"].summary() != with_profile["spread"].summary()
+    without = evaluate(nodes, jobs, truth, ["spread", "lif"], {}, seed=0)
+    assert without["lif"].summary() == without["spread"].summary()
+    assert list(with_profile) == ["spread", "lif", "learned"]
