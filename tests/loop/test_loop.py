@@ -94,3 +94,19 @@ def test_the_loop_refuses_a_models_dir_that_has_an_active_model(site) -> None:
     result = _loop(site)
     assert result.exit_code == 2
     assert "already has an active model" in result.output
+
+
+def test_with_no_cluster_and_no_trace_it_runs_the_embedded_default(tmp_path: Path) -> None:
+    """The README's first command: the shipped cluster and generated traces, a table per cycle."""
+    result = CliRunner().invoke(main.cli, ["loop", "--db", str(tmp_path / "loop.db"), "--models-dir",
+                                           str(tmp_path / "models"), "--cycles", "2", "--jobs", "12", *TINY])
+    assert result.exit_code == 0, result.output
+    assert "2 x 12 jobs of the demo's large-job mix" in result.output
+    lines = result.output.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:2] == ["cycle", "served"])
+    header, rows = lines[at], lines[at + 1:at + 3]
+    assert "ratio" in header
+    assert [r.split()[0] for r in rows] == ["1", "2"]
+    assert rows[0].split()[1] == "slurm-default"  # no site model before the first retrain
+    first = rows[0].split()
+    assert float(first[4]) == pytest.approx(float(first[2]) / float(first[3]), abs=0.002)
