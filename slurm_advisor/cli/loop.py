@@ -80,8 +80,7 @@ def loop(cluster, traces, cycles, jobs, speed_model, db, models_dir, mode, episo
 
 def table(cycles: list[dict]) -> str:
     """cycle | served | avg JCT | slurm-default | ratio | MAPE | promoted, one row per cycle."""
-    rows = [f"{'cycle':>5}  {'served':<26} {'avg JCT h':>10} {'slurm-default h':>16} {'ratio':>6} {'MAPE':>7}  "
-            "promoted"]
+    rows = [f"{'cycle':>5}  {'served':<26} {'avg JCT h':>10} {'slurm-default h':>16} {'ratio':>6} {'MAPE':>7}  promoted"]
     for c in cycles:
         served = c["policy"] + (f" {c['model']}" if c.get("model") else "")
         rows.append(f"{c['cycle']:>5}  {served:<26} {hours(c['avg_jct']):>10} {hours(c['slurm_default_avg_jct']):>16} "
