@@ -82,11 +82,22 @@ def sweep_setting(nodes, truth, raw, hp: Hyper, train_seeds, loads, log) -> dict
         for load in loads:
             for raw_test in raw_tests:
                 jobs = at_offered_load(raw_test, nodes, truth, load)
-                for name, r in evaluate(nodes, jobs, truth, BASELINES, trained, seed=0).items():
+                for name, r in _evaluate(nodes, jobs, truth, trained).items():
                     s = r.summary()
                     runs.setdefault(name, {}).setdefault(str(load), []).append(
                         (s["avg_jct"], r.queue_growth(), s.get("timeouts", 0)))
     return {"runs": runs, "deployed": deployed, "speed_mape_unseen": mape}
+
+
+def _evaluate(nodes, jobs, truth, trained: dict[str, Path]) -> dict:
+    """Every baseline and trained model on ``jobs``; ``lif`` uses the interference profile
+    fitted beside the first training seed's model (``experiment.evaluate`` takes it from the
+    model named ``learned``)."""
+    first, *others = trained
+    models = {"learned": trained[first], **{k: trained[k] for k in others}}
+    results = evaluate(nodes, jobs, truth, BASELINES, models, seed=0)
+    results[first] = results.pop("learned")
+    return results
 
 
 def summarize(setting: dict, loads) -> dict:
