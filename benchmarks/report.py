@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-POLICIES = ("slurm-default", "slurm-topo", "pack", "spread", "random", "tetris", "oracle", "learned")
-BASELINES = POLICIES[:6]  # the rules to beat: not the oracle (never deployable), not the learned policy
+POLICIES = ("slurm-default", "slurm-topo", "pack", "spread", "random", "tetris", "lif", "oracle", "learned")
+BASELINES = POLICIES[:7]  # the rules to beat: not the oracle (never deployable), not the learned policy
 
 
 def over_traces(traces: dict[str, list[float]], name: str) -> tuple[dict, str]:

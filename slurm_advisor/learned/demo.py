@@ -23,7 +23,7 @@ from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
 from slurm_advisor.speedmodels.base import SpeedModel
 
-BASELINES = ("slurm-default", "slurm-topo", "pack", "spread", "random", "tetris", "oracle")
+BASELINES = ("slurm-default", "slurm-topo", "pack", "spread", "random", "tetris", "lif", "oracle")
 MIX = "large"
 TRUTH = "contention"
 # Offered load: GPU-hours asked for per hour (jobs alone, consolidated) over the cluster's GPUs.

@@ -34,7 +34,7 @@ def train_and_save(db_url: str, cluster: Path, trace: Path, out: Path, hp: Hyper
         "ablation": vars(ablation or Ablation()),
         "curve": [{k: v for k, v in c.items()} for c in report.curve],
     }
-    checkpoint.save(out, report.policy, report.speed, report.schema, hp, meta)
+    checkpoint.save(out, report.policy, report.speed, report.schema, hp, meta, lif_profile=report.lif_profile)
     plot_learning_curve(report.curve, report.teacher, report.teacher_scores[report.teacher][0],
                         Path(out) / "learning_curve.png")
     return meta

@@ -187,7 +187,7 @@ def _write_candidate(models_dir: Path, report, hp: Hyper, data: dict, active: Mo
             "curve": report.curve}
     tmp = modelsdir.new_candidate_dir(models_dir)
     try:
-        checkpoint.save(tmp, report.policy, report.speed, report.schema, hp, meta)
+        checkpoint.save(tmp, report.policy, report.speed, report.schema, hp, meta, lif_profile=report.lif_profile)
         version = model_version(tmp)
         modelsdir.publish(tmp, models_dir, version)
     except FileExistsError:
