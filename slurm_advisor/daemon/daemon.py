@@ -87,6 +87,7 @@ class Daemon:
         counters.decisions += 1
         counters.placed += reply["action"] == "place"
         counters.capped += reply["action"] == "cap"
+        counters.slurms_choice += reply["action"] == "observe" and reply["mode"] != "observe"
         return self._measured(reply, decision)
 
     def _measured(self, reply: dict[str, Any], decision: Decision | None) -> dict[str, Any]:

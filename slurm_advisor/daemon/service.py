@@ -11,6 +11,18 @@ job, and applies the mode:
   is Slurm's as if the advisor did not exist. A policy's hold is not applied.
 - **enforce**: as advise, and a hold becomes ``cap``: a node-count cap (``max_nodes``) and, on a
   cluster with switches, ``--switches=1@hold_wait_s``, so Slurm itself bounds the wait.
+
+**Slurm's own choice is not pinned.** When the placement to pin is exactly what select/cons_tres
+gives the user's unmodified request on the same snapshot (:func:`slurms_choice`: the same nodes,
+the same PS and worker tasks on each), pinning would buy nothing and cost the pin's own rules
+(Slurm's per-node counts on pinned nodes, the release bound). In advise and enforce mode the
+reply is then ``observe``: the hook only stamps the decision id into ``admin_comment``, so Slurm
+places the job itself, and the daemon still finds it in the queue. The placement is still
+claimed (Slurm starts the job at once, but the snapshot shows it only after the next refresh, and
+a claim left there would hold back GPUs for the next submission until then); the stamp is what
+lets the claim end when the job starts and the job's outcome and reports link to its decision.
+``none`` would give neither: a job without the stamp is invisible to the daemon. The decision is
+recorded in every mode with the reason :data:`SLURMS_CHOICE` and the layout in ``would``.
 """
 from __future__ import annotations
 
@@ -30,6 +42,7 @@ from slurm_advisor.domain.resources import Resources
 from slurm_advisor.policies.cons_tres import select
 
 Express = Callable[[ClusterSnapshot, Job, Placement], Placement | None]
+SLURMS_CHOICE = "slurm's own choice: not pinned, Slurm places it there itself"
 
 
 class DecisionIds:
@@ -110,13 +123,16 @@ class AdviceService:
         advice = self.advisor.advise(snapshot, job, self._rng) if partition_issue is None else \
             Advice(job.id, None, self.advisor.policy.name, reason=partition_issue)
         placement, reason = self._expressed(snapshot, job, advice)
+        own = placement is not None and self.pins and slurms_choice(snapshot, job, fields, placement,
+                                                                    topology=self.has_switches)
         layout = _layout(placement)
-        action = self._action(mode, placement, advice, snapshot, job)
+        action = "observe" if own else self._action(mode, placement, advice, snapshot, job)
         cap_nodes = advice.max_nodes
         if action == "place" and not self.pins:
             action, cap_nodes = "cap", len(placement.nodes())
+        reason = "; ".join(r for r in (reason or advice.reason, SLURMS_CHOICE if own else "") if r)
         reply: dict[str, Any] = {"ok": True, "decision": decision_id, "mode": mode, "action": action,
-                                 "reason": reason or advice.reason}
+                                 "reason": reason}
         if action == "place":
             reply.update(nodes=",".join(placement.nodes()), min_nodes=len(placement.nodes()),
                          max_nodes=len(placement.nodes()), num_tasks=job.num_tasks, layout=format_layout(layout))
@@ -130,7 +146,8 @@ class AdviceService:
             layout=tuple(layout) if action == "place" else (), would=tuple(layout) if action != "place" else (),
             max_nodes=cap_nodes, latency_ms=(time.perf_counter() - started) * 1e3,
             fallback=advice.fallback, reason=reply["reason"])
-        return reply, decision, job, placement if action == "place" else None
+        claimed = action == "place" or (own and mode != "observe")
+        return reply, decision, job, placement if claimed else None
 
     def _in_partition(self, snapshot: ClusterSnapshot, partition: Any) -> tuple[ClusterSnapshot, str | None]:
         """The snapshot with only the nodes of the job's partition free; or why it cannot say."""
@@ -174,6 +191,28 @@ class AdviceService:
         if mode == "enforce" and advice.held and advice.max_nodes and _cap_feasible(snapshot, job, advice.max_nodes):
             return "cap"
         return "none"
+
+
+def slurms_choice(snapshot: ClusterSnapshot, job: Job, fields: dict[str, Any], placement: Placement, *,
+                  topology: bool = False) -> bool:
+    """Whether Slurm, given the job's own request unmodified, would put exactly ``placement``'s
+    tasks on exactly its nodes (select/cons_tres on ``snapshot``: ``policies/cons_tres.py``, the
+    slurm-default policy's rule, ``_eval_nodes_topo`` when the cluster has switches), PS tasks
+    counted as ``slurm-advisor layout`` counts them in an unpinned job (Slurm's first tasks).
+
+    False where the model does not know Slurm's choice: a job that names its nodes (``-w``), asks
+    for GPUs per node (``--gres``) or memory per node (``--mem``); it is then pinned as before."""
+    if fields.get("req_nodes") or fields.get("tres_per_node") or \
+            (fields.get("pn_min_memory") and not fields.get("mem_per_cpu")):
+        return False
+    min_nodes, max_nodes = fields.get("min_nodes"), fields.get("max_nodes")
+    slurm = select(snapshot, job, topology=topology, min_nodes=_count_or(min_nodes, 1),
+                   max_nodes=_count_or(max_nodes, None))
+    return slurm is not None and sorted(slurm.per_node()) == sorted(placement.per_node())
+
+
+def _count_or(value: Any, default: int | None) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else default
 
 
 def _cap_feasible(snapshot: ClusterSnapshot, job: Job, max_nodes: int) -> bool:

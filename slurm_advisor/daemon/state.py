@@ -27,6 +27,7 @@ class Counters:
     decisions: int = 0
     placed: int = 0
     capped: int = 0
+    slurms_choice: int = 0          # left to Slurm, unpinned: its own choice was the advice
     errors: int = 0
     released: int = 0
     refresh_failures: int = 0

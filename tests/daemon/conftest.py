@@ -8,11 +8,18 @@ from daemon_helpers import make_daemon
 
 from slurm_advisor.daemon.daemon import Daemon
 from slurm_advisor.daemon.server import AdvisorServer, ServerThread
+from slurm_advisor.policies import Policy
 
 
 @pytest.fixture
-def daemon(tmp_path) -> Iterator[Daemon]:
-    d = make_daemon(tmp_path)
+def policy() -> Policy | None:
+    """None: slurm-default; a test that needs another parametrizes ``policy``."""
+    return None
+
+
+@pytest.fixture
+def daemon(tmp_path, policy) -> Iterator[Daemon]:
+    d = make_daemon(tmp_path, policy=policy)
     d.start()
     yield d
     d.stop()

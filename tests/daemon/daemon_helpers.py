@@ -12,7 +12,7 @@ from slurm_advisor.daemon.config import DaemonConfig
 from slurm_advisor.daemon.daemon import Daemon
 from slurm_advisor.daemon.queue import NoQueue
 from slurm_advisor.daemon.service import AdviceService
-from slurm_advisor.domain import ClusterSnapshot, Node
+from slurm_advisor.domain import ClusterSnapshot, Node, Placement
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.store import Store
 
@@ -40,6 +40,21 @@ def marked(ps: int = 0, workers: int = 2, gpus: int = 1, cpus: int = 1, **extra)
 
 def identity(snapshot, job, placement):
     return placement
+
+
+class Fixed:
+    """A policy that puts the job's tasks (PS first) on ``nodes``, in task order."""
+
+    name = "fixed"
+
+    def __init__(self, *nodes: str):
+        self.nodes = list(nodes)
+
+    def place(self, snapshot, job, rng=None):
+        return Placement.of(job, self.nodes)
+
+    def score_nodes(self, snapshot, job):
+        return {}
 
 
 def make_daemon(tmp_path: Path, *, mode: str = "advise", policy=None, express=identity, store=True,

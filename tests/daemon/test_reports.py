@@ -11,12 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
-from daemon_helpers import NODES, StaticSource, exchange_as_nobody, make_daemon, marked, raw_exchange
+from daemon_helpers import NODES, Fixed, StaticSource, exchange_as_nobody, make_daemon, marked, raw_exchange
 
 from slurm_advisor.daemon.client import Client, call
 from slurm_advisor.daemon.queue import AdvisedJob, Listing
 from slurm_advisor.daemon.server import AdvisorServer, ServerThread
+from slurm_advisor.daemon.service import job_from_request
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources
+from slurm_advisor.policies.spread import SpreadPolicy
 from slurm_advisor.store import Store
 
 
@@ -147,13 +149,14 @@ def test_an_advised_job_reports_a_live_sample_with_its_layout_and_neighbours(tmp
     neighbour, where = _neighbour()
     source = StaticSource(ClusterSnapshot.empty(NODES).with_job(neighbour, where))
     queue = ListedQueue()
-    daemon = make_daemon(tmp_path, queue=queue, source=source)
+    # pinned to n1, n1, n2 (Slurm's own choice would be n1 alone, where 3 GPUs are free)
+    daemon = make_daemon(tmp_path, queue=queue, source=source, policy=Fixed("n1", "n1", "n2"))
     with _serve(daemon):
         advice = call(daemon.config.socket, "advise", job=marked(ps=1, workers=2))
-        assert advice["action"] == "place" and advice["layout"] == "ps=n1;worker=n1,n1"
+        assert advice["action"] == "place" and advice["layout"] == "ps=n1;worker=n1,n2"
         queue.owners["501"] = 1000
-        queue.advised_jobs.append(AdvisedJob("501", advice["decision"], "RUNNING", time.time() - 5, "n1", False, 3,
-                                             1000, time.time() - 4, 0.0, ("n1",)))
+        queue.advised_jobs.append(AdvisedJob("501", advice["decision"], "RUNNING", time.time() - 5, "n1,n2", False,
+                                             3, 1000, time.time() - 4, 0.0, ("n1", "n2")))
         time.sleep(0.3)  # a few refreshes
         assert call(daemon.config.socket, "report", job_id="501", iterations=40, seconds=2.0)["ok"] is True
     daemon.stop()
@@ -163,7 +166,7 @@ def test_an_advised_job_reports_a_live_sample_with_its_layout_and_neighbours(tmp
     assert report.decision_id == advice["decision"] and sample.speed == 20.0 and sample.source == "live"
     assert sample.subject.job.id == "501" and sample.subject.job.type == "resnet50"
     assert [(t.role.value, t.node) for t in sample.subject.placement.tasks] == [("ps", "n1"), ("worker", "n1"),
-                                                                                 ("worker", "n1")]
+                                                                                 ("worker", "n2")]
     assert [n.job.id for n in sample.neighbours] == ["77"] and [n.name for n in sample.nodes] == ["n1", "n2"]
 
 
@@ -201,12 +204,12 @@ def test_a_writer_keeps_the_item_that_arrives_when_a_batch_is_full():
 
 
 def test_a_job_advised_before_a_restart_still_gets_its_layout(tmp_path):
-    first = make_daemon(tmp_path)
+    first = make_daemon(tmp_path, policy=SpreadPolicy())  # n1, n2 (Slurm: n1 x 2): pinned
     with _serve(first):
         advice = call(first.config.socket, "advise", job=marked(workers=2))
     first.stop()
-    queue = ListedQueue({"700": 1000}, [AdvisedJob("700", advice["decision"], "RUNNING", time.time(), "n1",
-                                                   False, 2, 1000, time.time(), 0.0, ("n1",))])
+    queue = ListedQueue({"700": 1000}, [AdvisedJob("700", advice["decision"], "RUNNING", time.time(), "n1,n2",
+                                                   False, 2, 1000, time.time(), 0.0, ("n1", "n2"))])
     again = make_daemon(tmp_path, queue=queue)  # the same database: the decision is in its log
     with _serve(again):
         for _ in range(3):
@@ -214,4 +217,30 @@ def test_a_job_advised_before_a_restart_still_gets_its_layout(tmp_path):
     again.stop()
     with Store.open(again.config.db, create=False) as store:
         samples = store.load_samples(source="live")
-    assert len(samples) == 3 and {tuple(t.node for t in s.subject.placement.tasks) for s in samples} == {("n1", "n1")}
+    assert len(samples) == 3 and {tuple(t.node for t in s.subject.placement.tasks) for s in samples} == {("n1", "n2")}
+
+
+def test_a_job_left_to_slurm_reports_under_its_decision_from_slurms_view(tmp_path):
+    # Slurm's own choice: not pinned, only stamped, so the queue lists it (":observed") and the
+    # report links to the decision; the sample takes the job where the snapshot shows it.
+    queue = ListedQueue()
+    source = StaticSource(ClusterSnapshot.empty(NODES))
+    daemon = make_daemon(tmp_path, queue=queue, source=source)
+    with _serve(daemon):
+        advice = call(daemon.config.socket, "advise", job=marked(workers=2))
+        assert advice["action"] == "observe" and daemon.status()["claims"] == 1
+        job = job_from_request(marked(workers=2), "502")
+        source.current = ClusterSnapshot.empty(NODES).with_job(job, Placement.of(job, ["n1", "n1"]))
+        queue.owners["502"] = 1000
+        queue.advised_jobs.append(AdvisedJob("502", advice["decision"], "RUNNING", time.time() - 5, "", True, 2,
+                                             1000, time.time() - 4, 0.0, ("n1",)))
+        time.sleep(0.3)  # a few refreshes: the claim ends as the job shows up running
+        assert daemon.status()["claims"] == 0
+        assert call(daemon.config.socket, "report", job_id="502", iterations=40, seconds=2.0)["ok"] is True
+    daemon.stop()
+    with Store.open(daemon.config.db, create=False) as store:
+        (sample,) = store.load_samples(source="live")
+        (report,) = store.load_reports()
+        outcome = store.outcome("502")
+    assert report.decision_id == outcome.decision_id == advice["decision"]
+    assert [t.node for t in sample.subject.placement.tasks] == ["n1", "n1"] and sample.subject.job.type == "resnet50"

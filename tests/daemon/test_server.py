@@ -13,40 +13,67 @@ import pytest
 from daemon_helpers import exchange_as_nobody, marked, raw_exchange
 
 from slurm_advisor.daemon.client import Client, call
+from slurm_advisor.policies.spread import SpreadPolicy
 from slurm_advisor.store import Store
 
 
+@pytest.mark.parametrize("policy", [SpreadPolicy()], ids=["spread"])
 def test_health_status_and_advice(served):
     path = served.config.socket
     assert call(path, "health")["ok"] is True
     reply = call(path, "advise", job=marked(workers=2))
-    assert reply["action"] == "place" and reply["layout"] == "worker=n1,n1"
+    assert reply["action"] == "place" and reply["layout"] == "worker=n1,n2"
     status = call(path, "status")
     assert status["decisions"] == 1 and status["placed"] == 1 and status["claims"] == 1 and status["nodes"] == 4
+    assert status["slurms_choice"] == 0
+
+
+def test_slurms_own_choice_is_stamped_counted_and_claimed(served):
+    path = served.config.socket
+    reply = call(path, "advise", job=marked(workers=2))
+    assert reply["action"] == "observe" and reply["mode"] == "advise" and "slurm's own choice" in reply["reason"]
+    status = call(path, "status")
+    assert (status["decisions"], status["placed"], status["slurms_choice"], status["claims"]) == (1, 0, 1, 1)
 
 
 def test_quick_submissions_do_not_share_free_gpus(served):
-    # 4 nodes x 4 GPUs: four 4-GPU jobs in a row must land on four different nodes (claims), and a
-    # fifth must not be pinned anywhere (nothing is free in Slurm's view plus the claims).
+    # 4 nodes x 4 GPUs: four 4-GPU jobs in a row must go to four different nodes (claims), and a
+    # fifth must not be placed anywhere (nothing is free in Slurm's view plus the claims). Each is
+    # Slurm's own choice, so none is pinned, but each is claimed: until the next refresh shows the
+    # job running, Slurm's view still shows its GPUs free.
     with Client(served.config.socket) as client:
         replies = [client.call("advise", job=marked(workers=4, gpus=1)) for _ in range(5)]
-    assert [r["nodes"] for r in replies[:4]] == ["n1", "n2", "n3", "n4"]
-    assert replies[4]["action"] == "none"
+    assert [r["action"] for r in replies] == ["observe"] * 4 + ["none"]
+    assert [{n for _, n in served._decision(r["decision"]).would} for r in replies[:4]] == [{"n1"}, {"n2"},
+                                                                                           {"n3"}, {"n4"}]
 
 
-def test_claims_end_after_their_bound(tmp_path):
+@pytest.mark.parametrize("policy", [SpreadPolicy()], ids=["spread"])
+def test_quick_pinned_submissions_do_not_share_free_gpus(served):
+    # spread puts each 4-GPU job on all four nodes, one GPU each (Slurm: one node): pinned and
+    # claimed. With one GPU left on each node, Slurm too would take all four: the fourth is its own.
+    with Client(served.config.socket) as client:
+        replies = [client.call("advise", job=marked(workers=4, gpus=1)) for _ in range(5)]
+    assert [r.get("nodes") for r in replies] == ["n1,n2,n3,n4"] * 3 + [None, None]
+    assert [r["action"] for r in replies] == ["place"] * 3 + ["observe", "none"]
+
+
+@pytest.mark.parametrize(("policy", "workers", "action"), [(None, 16, "observe"), (SpreadPolicy(), 12, "place")],
+                         ids=["slurms-choice", "pinned"])
+def test_claims_end_after_their_bound(tmp_path, policy, workers, action):
+    # 16 workers fill the cluster (Slurm's choice too); spread lays 12 out 3 per node (Slurm: 4 on n1-n3)
     from daemon_helpers import make_daemon
 
     from slurm_advisor.daemon.server import AdvisorServer, ServerThread
-    daemon = make_daemon(tmp_path, claim_ttl_s=0.3)
+    daemon = make_daemon(tmp_path, claim_ttl_s=0.3, policy=policy)
     daemon.start()
     try:
         with ServerThread(AdvisorServer(daemon.config.socket, daemon.dispatcher(), 0.5)):
-            first = call(daemon.config.socket, "advise", job=marked(workers=16, gpus=1))
-            assert first["action"] == "place"
-            assert call(daemon.config.socket, "advise", job=marked(workers=16, gpus=1))["action"] == "none"
+            first = call(daemon.config.socket, "advise", job=marked(workers=workers, gpus=1))
+            assert first["action"] == action
+            assert call(daemon.config.socket, "advise", job=marked(workers=workers, gpus=1))["action"] == "none"
             time.sleep(0.5)  # the first job never showed up running: its claim lapses
-            assert call(daemon.config.socket, "advise", job=marked(workers=16, gpus=1))["action"] == "place"
+            assert call(daemon.config.socket, "advise", job=marked(workers=workers, gpus=1))["action"] == action
     finally:
         daemon.stop()
 
@@ -113,6 +140,7 @@ def test_a_peer_that_is_neither_root_nor_slurm_is_refused():
         shutil.rmtree(public, ignore_errors=True)
 
 
+@pytest.mark.parametrize("policy", [SpreadPolicy()], ids=["spread"])
 def test_mode_switches_at_run_time(served):
     path = served.config.socket
     assert call(path, "mode", mode="observe") == {"v": 1, "ok": True, "mode": "observe", "was": "advise"}
@@ -122,6 +150,7 @@ def test_mode_switches_at_run_time(served):
     assert "expected one of" in call(path, "mode", mode="loud")["error"]
 
 
+@pytest.mark.parametrize("policy", [SpreadPolicy()], ids=["spread"])
 def test_every_decision_reaches_the_store(served, tmp_path):
     for _ in range(3):
         call(served.config.socket, "advise", job=marked())
@@ -133,6 +162,18 @@ def test_every_decision_reaches_the_store(served, tmp_path):
     assert [d.action for d in decisions] == ["observe", "place", "place", "place"]
     assert decisions[0].mode == "observe" and decisions[0].would and decisions[1].layout
     assert all(d.latency_ms > 0 and d.request["comment"].startswith("slurm-advisor:") for d in decisions)
+
+
+def test_slurms_own_choices_reach_the_store_with_their_reason(served):
+    for _ in range(3):
+        call(served.config.socket, "advise", job=marked())
+    served.stop()
+    with Store.open(served.config.db, create=False) as store:
+        decisions = store.load_decisions()
+    assert [(d.mode, d.action) for d in decisions] == [("advise", "observe")] * 3
+    assert all("slurm's own choice" in d.reason and d.would and not d.layout for d in decisions)
+    # each saw the claims of the ones before: n1 twice (two GPUs each), then n2
+    assert [{n for _, n in d.would} for d in reversed(decisions)] == [{"n1"}, {"n1"}, {"n2"}]
 
 
 def test_a_bad_row_costs_only_itself(tmp_path):

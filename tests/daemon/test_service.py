@@ -1,12 +1,14 @@
 import pytest
-from daemon_helpers import NODES, identity, marked
+from daemon_helpers import NODES, Fixed, identity, marked
 
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.daemon.protocol import ProtocolError
-from slurm_advisor.daemon.service import AdviceService, job_from_request
-from slurm_advisor.domain import ClusterSnapshot, Node, Resources
+from slurm_advisor.daemon.service import SLURMS_CHOICE, AdviceService, job_from_request, slurms_choice
+from slurm_advisor.domain import ClusterSnapshot, Node, Placement, Resources
 from slurm_advisor.policies.base import Hold
+from slurm_advisor.policies.pack import PackPolicy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+from slurm_advisor.policies.spread import SpreadPolicy
 
 
 class Holding:
@@ -42,18 +44,81 @@ def test_bad_fields_are_named(fields, message):
 
 
 def test_advise_mode_places_and_records():
-    reply, decision, job, placement = service().advise(ClusterSnapshot.empty(NODES), marked(workers=2), "advise")
-    assert reply["action"] == "place" and reply["nodes"] == "n1"
-    assert (reply["min_nodes"], reply["max_nodes"], reply["num_tasks"]) == (1, 1, 2)
-    assert reply["layout"] == "worker=n1,n1"
-    assert decision.layout == (("worker", "n1"), ("worker", "n1")) and decision.action == "place"
+    # spread puts the two workers on two nodes; Slurm would put both on n1: a pin
+    reply, decision, job, placement = service(SpreadPolicy()).advise(ClusterSnapshot.empty(NODES),
+                                                                     marked(workers=2), "advise")
+    assert reply["action"] == "place" and reply["nodes"] == "n1,n2" and reply["reason"] == ""
+    assert (reply["min_nodes"], reply["max_nodes"], reply["num_tasks"]) == (2, 2, 2)
+    assert reply["layout"] == "worker=n1,n2"
+    assert decision.layout == (("worker", "n1"), ("worker", "n2")) and decision.action == "place"
     assert placement is not None and decision.id == reply["decision"] == job.id
+
+
+@pytest.mark.parametrize("mode", ["advise", "enforce"])
+def test_slurms_own_choice_is_not_pinned_but_recorded_and_claimed(mode):
+    # slurm-default's placement is what Slurm does with the request anyway: only the stamp
+    reply, decision, _, placement = service().advise(ClusterSnapshot.empty(NODES), marked(workers=2), mode)
+    assert reply["action"] == "observe" and SLURMS_CHOICE in reply["reason"]
+    assert not {"nodes", "min_nodes", "max_nodes", "num_tasks", "layout"} & set(reply)
+    assert decision.action == "observe" and decision.mode == mode and decision.reason == reply["reason"]
+    assert decision.would == (("worker", "n1"), ("worker", "n1")) and decision.layout == ()
+    assert placement is not None and placement.nodes() == ("n1",)  # claimed until the job shows up
+
+
+def test_a_policy_that_agrees_with_slurm_is_not_pinned_either():
+    # pack is no Slurm model, but on the empty cluster it chooses what Slurm chooses
+    reply = service(PackPolicy()).advise(ClusterSnapshot.empty(NODES), marked(workers=3), "advise")[0]
+    assert reply["action"] == "observe" and SLURMS_CHOICE in reply["reason"]
+    # the same nodes with other per-node counts are another placement: pinned
+    split = Fixed("n1", "n1", "n2", "n2")  # Slurm: n1 x 4 (the best-fitting single node)
+    assert service(split).advise(ClusterSnapshot.empty(NODES), marked(workers=4), "advise")[0]["action"] == "place"
+
+
+def test_ps_tasks_elsewhere_than_slurms_first_tasks_are_pinned():
+    # Slurm's first task is the PS in an unpinned job (slurm-advisor layout): the PS on n2 is a pin
+    snap = ClusterSnapshot.empty(NODES)
+    assert service(Fixed("n1", "n1", "n2")).advise(snap, marked(ps=1, workers=2), "advise")[0]["action"] == "place"
+    assert service(Fixed("n1", "n1", "n1")).advise(snap, marked(ps=1, workers=2), "advise")[0]["action"] == "observe"
+
+
+@pytest.mark.parametrize("extra", [{"req_nodes": "n1"}, {"tres_per_node": "gres:gpu:2"},
+                                   {"mem_per_cpu": False, "pn_min_memory": 4000}])
+def test_slurms_choice_is_only_claimed_for_requests_it_models(extra):
+    # -w, --gres per node and --mem per node: not modelled, so the placement is pinned as before
+    reply = service().advise(ClusterSnapshot.empty(NODES), marked(workers=2, **extra), "advise")[0]
+    assert reply["action"] == "place"
+
+
+def test_slurms_choice_honours_the_users_node_counts():
+    # -N 2: Slurm spreads the job over two nodes (n1, n2 in order) where it would have used one
+    snap = ClusterSnapshot.empty(NODES)
+    job = marked(workers=2, min_nodes=2, max_nodes=2)
+    assert slurms_choice(snap, job_from_request(job, "d-1"), job, Placement.of(job_from_request(job, "d-1"),
+                                                                                 ["n1", "n2"]))
+    assert service().advise(snap, job, "advise")[0]["action"] == "place"  # slurm-default ignores -N: n1 x 2
+
+
+def test_slurms_choice_follows_the_topology():
+    # two leaf switches, s1 = n1, n2 and s2 = n3 alone, all empty. Without a topology Slurm puts a
+    # 2-task job on the best-fitting single node (n1, the first); _eval_nodes_topo takes the leaf
+    # with the fewest usable nodes (s2) and its nodes in order.
+    nodes = tuple(Node(f"n{i}", 8, 4, 32000, switch="s1" if i < 3 else "s2") for i in range(1, 4))
+    snap = ClusterSnapshot.empty(nodes)
+    fields = marked(workers=2)
+    job = job_from_request(fields, "d-1")
+    on_n3 = Placement.of(job, ["n3", "n3"])
+    assert slurms_choice(snap, job, fields, on_n3, topology=True)
+    assert not slurms_choice(snap, job, fields, on_n3, topology=False)
 
 
 def test_observe_mode_changes_nothing_but_records_what_it_would_do():
     reply, decision, _, placement = service().advise(ClusterSnapshot.empty(NODES), marked(), "observe")
     assert reply["action"] == "observe" and "nodes" not in reply and "max_nodes" not in reply and placement is None
     assert decision.would == (("worker", "n1"), ("worker", "n1")) and decision.layout == ()
+    assert SLURMS_CHOICE in decision.reason  # and whether it was Slurm's own choice
+    reply, decision, _, placement = service(SpreadPolicy()).advise(ClusterSnapshot.empty(NODES), marked(), "observe")
+    assert reply["action"] == "observe" and placement is None and decision.reason == ""
+    assert decision.would == (("worker", "n1"), ("worker", "n2"))
 
 
 def test_a_job_that_cannot_start_now_is_left_to_slurm():
@@ -124,10 +189,20 @@ def _busy_small_nodes():
 
 def test_a_job_is_placed_only_on_nodes_of_its_partition():
     snap = _busy_small_nodes()
+    svc = service(SpreadPolicy(), default_partition="batch")
+    assert svc.advise(snap, marked(workers=4), "advise")[0]["nodes"] == "n3,n4"   # default partition: any node
+    reply = svc.advise(snap, marked(workers=2, partition="small"), "advise")[0]  # Slurm: n1 x 2
+    assert reply["action"] == "place" and reply["nodes"] == "n1,n2"
+
+
+def test_slurms_choice_is_the_one_inside_the_jobs_partition():
+    # Slurm puts 4 one-GPU workers on n3 (4 GPUs free) if the job may use any node; in "small"
+    # (n1, n2: 2 GPUs free each) its own choice is n1 x 2 + n2 x 2, which slurm-default advises
     svc = service(default_partition="batch")
-    assert svc.advise(snap, marked(workers=4), "advise")[0]["nodes"] == "n3"   # default partition: any node
-    reply = svc.advise(snap, marked(workers=4, partition="small"), "advise")[0]
-    assert reply["action"] == "place" and set(reply["nodes"].split(",")) <= {"n1", "n2"}
+    _, anywhere, _, _ = svc.advise(_busy_small_nodes(), marked(workers=4), "advise")
+    _, small, _, _ = svc.advise(_busy_small_nodes(), marked(workers=4, partition="small"), "advise")
+    assert {n for _, n in anywhere.would} == {"n3"} and {n for _, n in small.would} == {"n1", "n2"}
+    assert anywhere.action == small.action == "observe" and SLURMS_CHOICE in small.reason
 
 
 @pytest.mark.parametrize(("partition", "default", "why"), [

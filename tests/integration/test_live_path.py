@@ -102,7 +102,8 @@ def start(daemons, tmp_path, *args, name="advisor.db", **env) -> DaemonProcess:
 
 
 def test_an_advised_ps_job_runs_where_and_as_the_layout_says(slurm: Slurm, daemons, tmp_path):
-    start(daemons, tmp_path, "--policy", "slurm-default")
+    # spread lays the job out over several nodes where Slurm would put all four tasks on n2: a pin
+    start(daemons, tmp_path, "--policy", "spread")
     blocker = slurm.submit(["-n", "6", "-w", "n1"], 60)  # leaves n1 2 CPUs: the layout must not be trivial
     slurm.wait(blocker, lambda v: v.state == "RUNNING")
     time.sleep(1.2)  # two refreshes: the daemon sees the blocker
@@ -131,14 +132,33 @@ def test_an_advised_ps_job_runs_where_and_as_the_layout_says(slurm: Slurm, daemo
 
 
 def test_a_burst_of_submissions_is_not_pinned_to_the_same_free_gpus(slurm: Slurm, daemons, tmp_path):
-    # Four whole-node GPU jobs at once: without claims the daemon would pin all four to n1 (three
-    # would then wait while n2-n4 sit idle); with claims each gets its own node and all start.
-    start(daemons, tmp_path, "--policy", "slurm-default", refresh="5")
-    jobs = [slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=1", "-n", "1", "--gpus-per-task=4"], 30)
-            for _ in range(4)]
+    # A burst faster than the daemon's refresh (5 s), so it decides each job on a view that shows
+    # none of the others. spread, its choices and Slurm's:
+    #   1. one 4-GPU task: n1, Slurm's own choice too: not pinned, but claimed;
+    #   2. two 2-GPU tasks: n2, n3 (n1 claimed; Slurm: n2 x 2): pinned;
+    #   3. two 2-GPU tasks: n2, n4 (Slurm: n4 x 2): pinned;
+    #   4. two 2-GPU tasks: n3, n4, the last free GPUs, as Slurm would: not pinned, claimed.
+    # Without the first job's claim, the second would be pinned to n1 and n2 (the view shows
+    # n1 free while Slurm has given it to job 1) and wait; with claims all four start, every GPU taken.
+    d = start(daemons, tmp_path, "--policy", "spread", refresh="5")
+    whole = ["--comment", "slurm-advisor: type=bert ps=0 workers=1", "-n", "1", "--gpus-per-task=4"]
+    halves = ["--comment", "slurm-advisor: type=bert ps=0 workers=2", "-n", "2", "--gpus-per-task=2"]
+    jobs = [slurm.submit(whole, 30)] + [slurm.submit(halves, 30) for _ in range(3)]
     views = [slurm.wait(j, lambda v: v.state == "RUNNING", timeout_s=20, what="RUNNING") for j in jobs]
-    assert sorted(node for v in views for node in v.allocation) == ["n1", "n2", "n3", "n4"]
-    assert all("AdminComment=slurm-advisor:d-" in run(["scontrol", "show", "job", j]) for j in jobs)
+    infos = [run(["scontrol", "show", "job", j]) for j in jobs]
+    pinned = [not re.search(r"ReqNodeList=\(null\)", info) for info in infos]
+    assert pinned == [False, True, True, False]
+    stamps = [re.search(r"AdminComment=slurm-advisor:(d-[0-9a-f]{12})(:observed)?", info) for info in infos]
+    assert [m.group(2) for m in stamps] == [":observed", None, None, ":observed"]  # only stamped: Slurm's
+    gpus = Counter()
+    for v in views:
+        for node, held in v.allocation.items():
+            gpus[node] += held.gpus
+    assert gpus == {"n1": 4, "n2": 4, "n3": 4, "n4": 4}
+    d.stop()
+    recorded = {x.id: x for x in d.decisions()}
+    for view, m in zip(views, stamps):  # every job where its decision says, Slurm's own choices too
+        assert set(view.allocation) == set(recorded[m.group(1)].nodes)
 
 
 def _submit_timed(slurm: Slurm, count: int) -> list[float]:
@@ -233,14 +253,15 @@ def test_observe_mode_changes_nothing_slurm_schedules_by(slurm: Slurm, daemons, 
 
 
 def test_a_job_pinned_to_nodes_taken_first_is_released_after_the_bound(slurm: Slurm, daemons, tmp_path):
-    # A daemon that refreshes once an hour pins to n1 from its start-up view although a blocker
-    # took n1 since; it dies. The cron command (`slurm-advisor release`) unpins the job after the
-    # bound, and it starts on a free node; a second daemon then finds nothing left to release.
-    stale = start(daemons, tmp_path, "--policy", "slurm-default", refresh="3600")
+    # A daemon that refreshes once an hour pins to n1-n4 (spread: two tasks each; Slurm would take
+    # n1 alone) from its start-up view although a blocker took n1 since; it dies. The cron command
+    # (`slurm-advisor release`) unpins the job after the bound, and it starts on a free node; a
+    # second daemon then finds nothing left to release.
+    stale = start(daemons, tmp_path, "--policy", "spread", refresh="3600")
     blocker = slurm.submit(["-n", "8", "-w", "n1"], 60)
     slurm.wait(blocker, lambda v: v.state == "RUNNING")
     pinned = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=8", "-n", "8"], 30)
-    assert "ReqNodeList=n1" in run(["scontrol", "show", "job", pinned])
+    assert "ReqNodeList=n[1-4]" in run(["scontrol", "show", "job", pinned])
     stale.signal(signal.SIGKILL)
     time.sleep(2.0)
     assert slurm.job(pinned).state == "PENDING"
@@ -253,16 +274,17 @@ def test_a_job_pinned_to_nodes_taken_first_is_released_after_the_bound(slurm: Sl
 
 
 def test_the_daemon_itself_releases_a_stale_pin(slurm: Slurm, daemons, tmp_path):
-    stale = start(daemons, tmp_path, "--policy", "slurm-default", refresh="3600")
+    # spread pins 8 one-CPU tasks to n1-n4 (two each) from its stale (empty) view; n1 and n2 are
+    # taken since, so the job waits on its pin until the next daemon releases it
+    stale = start(daemons, tmp_path, "--policy", "spread", refresh="3600")
     blocker = slurm.submit(["-n", "8", "-w", "n2"], 60)
     slurm.wait(blocker, lambda v: v.state == "RUNNING")
-    # slurm-default's best fit for 8 CPUs on its stale (empty) view is n1: take n1 too
     other = slurm.submit(["-n", "8", "-w", "n1"], 60)
     slurm.wait(other, lambda v: v.state == "RUNNING")
     pinned = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=8", "-n", "8"], 30)
-    assert re.search(r"ReqNodeList=n[12]\b", run(["scontrol", "show", "job", pinned]))
+    assert "ReqNodeList=n[1-4]" in run(["scontrol", "show", "job", pinned])
     stale.stop()
-    start(daemons, tmp_path, "--policy", "slurm-default", name="advisor.db", pin_bound_s="2")
+    start(daemons, tmp_path, "--policy", "spread", name="advisor.db", pin_bound_s="2")
     view = slurm.wait(pinned, lambda v: v.state == "RUNNING", timeout_s=20, what="RUNNING after the daemon's release")
     assert set(view.allocation) & {"n1", "n2"} == set()
     assert json.loads(json.dumps(call(SOCKET, "status")))["released"] == 1
@@ -319,19 +341,54 @@ def test_enforce_turns_a_hold_into_a_node_count_cap_that_is_released_after_the_b
         daemon.stop()
 
 
-def test_a_job_is_pinned_only_to_nodes_of_its_partition(slurm: Slurm, daemons, tmp_path):
-    # n1 and n2 form the "small" partition. With 2 GPUs taken on each, slurm-default's best fit on
-    # the whole cluster would be n3; a job in "small" pinned there would be rejected by Slurm.
-    start(daemons, tmp_path, "--policy", "slurm-default")
+def _busy_small_partition(slurm: Slurm) -> None:
+    """n1 and n2 form the "small" partition: take 2 GPUs on each."""
     blockers = [slurm.submit(["-n", "1", "--gpus-per-task=2", "-w", n], 60) for n in ("n1", "n2")]
     for b in blockers:
         slurm.wait(b, lambda v: v.state == "RUNNING")
     time.sleep(1.2)
-    job = slurm.submit(["-p", "small", "--comment", "slurm-advisor: type=bert ps=0 workers=4", "-n", "4",
+
+
+def test_a_job_is_pinned_only_to_nodes_of_its_partition(slurm: Slurm, daemons, tmp_path):
+    # spread, whose choices are not Slurm's: 2 workers in "small" on n1, n2 (Slurm: n1 x 2); a job
+    # pinned outside its partition (n3, n4: the least loaded nodes) would be rejected by Slurm.
+    start(daemons, tmp_path, "--policy", "spread")
+    _busy_small_partition(slurm)
+    job = slurm.submit(["-p", "small", "--comment", "slurm-advisor: type=bert ps=0 workers=2", "-n", "2",
                         "--gpus-per-task=1"], 5)
     view = slurm.wait(job, lambda v: v.state == "RUNNING", timeout_s=20)
     info = run(["scontrol", "show", "job", job])
-    assert "AdminComment=slurm-advisor:d-" in info and re.search(r"ReqNodeList=n\[?[12]", info), info
-    assert set(view.allocation) <= {"n1", "n2"}
+    assert "AdminComment=slurm-advisor:d-" in info and "ReqNodeList=n[1-2]" in info, info
+    assert set(view.allocation) == {"n1", "n2"}
     plain = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=4", "-n", "4", "--gpus-per-task=1"], 5)
-    assert set(slurm.wait(plain, lambda v: v.state == "RUNNING", timeout_s=20).allocation) <= {"n3", "n4"}
+    assert set(slurm.wait(plain, lambda v: v.state == "RUNNING", timeout_s=20).allocation) == {"n3", "n4"}
+    assert "ReqNodeList=n[3-4]" in run(["scontrol", "show", "job", plain])
+
+
+def test_slurms_own_choice_is_left_to_slurm_and_recorded(slurm: Slurm, daemons, tmp_path):
+    # slurm-default advises what Slurm does anyway: in "small" (2 GPUs free on n1 and n2) four
+    # one-GPU workers go 2 + 2 on n1, n2, where Slurm, unpinned, puts them; on the whole cluster it
+    # would have been n3. The job is only stamped, Slurm places it, the daemon still sees it: the
+    # decision (with its reason), the claim ended when it started, its outcome.
+    d = start(daemons, tmp_path, "--policy", "slurm-default")
+    _busy_small_partition(slurm)
+    job = slurm.submit(["-p", "small", "--comment", "slurm-advisor: type=bert ps=0 workers=4", "-n", "4",
+                        "--gpus-per-task=1", "--mem-per-cpu=1000"], 2)
+    view = slurm.wait(job, lambda v: v.state == "RUNNING", timeout_s=20)
+    info = run(["scontrol", "show", "job", job])
+    stamp = re.search(r"AdminComment=slurm-advisor:(d-[0-9a-f]{12}):observed\b", info)
+    assert stamp and re.search(r"ReqNodeList=\(null\)", info), info
+    assert {n: r.gpus for n, r in view.allocation.items()} == {"n1": 2, "n2": 2}
+    time.sleep(1.5)  # a refresh or two: the claim ends as the job shows up running
+    status = call(SOCKET, "status")
+    assert (status["slurms_choice"], status["placed"], status["claims"]) == (1, 0, 0)
+    slurm.wait(job, lambda v: v.state == "COMPLETED", timeout_s=20)
+    time.sleep(1.5)
+    d.stop()
+    (decision,) = d.decisions()
+    assert (decision.id, decision.mode, decision.action) == (stamp.group(1), "advise", "observe")
+    assert "slurm's own choice" in decision.reason and decision.layout == ()
+    assert Counter(n for _, n in decision.would) == {"n1": 2, "n2": 2}  # what Slurm then did
+    with Store.open(str(d.db), create=False) as store:
+        outcome = store.outcome(job)
+    assert outcome.decision_id == decision.id and outcome.state == "COMPLETED" and set(outcome.nodes) == {"n1", "n2"}
