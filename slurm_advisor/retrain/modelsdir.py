@@ -22,7 +22,7 @@ from pathlib import Path
 
 ACTIVE = "active"
 CANDIDATE_PREFIX = ".candidate-"
-MODEL_FILES = ("meta.json", "policy.pt", "speed.pt")
+MODEL_FILES = ("lif_profile.json", "meta.json", "policy.pt", "speed.pt")  # what a retrain publishes
 
 
 def active_version(models_dir: Path) -> str | None:
