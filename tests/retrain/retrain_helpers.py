@@ -15,7 +15,8 @@ def publish_copy(models_dir: Path, note: str) -> str:
     published as a version of ``models_dir``; returns the version."""
     tmp = modelsdir.new_candidate_dir(models_dir)
     for name in modelsdir.MODEL_FILES:
-        shutil.copy(DEFAULT_MODEL_DIR / name, tmp / name)
+        if (DEFAULT_MODEL_DIR / name).exists():  # the packaged model predates lif_profile.json
+            shutil.copy(DEFAULT_MODEL_DIR / name, tmp / name)
     meta = json.loads((tmp / "meta.json").read_text())
     (tmp / "meta.json").write_text(json.dumps({**meta, "note": note}))
     version = model_version(tmp)

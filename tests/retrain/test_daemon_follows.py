@@ -68,7 +68,8 @@ def test_a_model_that_does_not_load_is_counted_and_the_current_one_kept(daemon) 
     time.sleep(0.2)  # a few more refreshes: not retried while the pointer stays
     status = d.status()
     assert status["model"] == first and status["model_reload_failures"] == 1 and d.service.advisor is before
-    assert d.advise(FIELDS)["action"] in ("place", "none")  # still answering with the old model
+    # still answering with the old model (observe: it agrees with Slurm's own choice, which is not pinned)
+    assert d.advise(FIELDS)["action"] in ("place", "none", "observe")
     good = publish_copy(models, "good")
     modelsdir.point_active(models, good)
     assert _wait(lambda: d.status()["model"] == good)
