@@ -35,7 +35,6 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Node, RunningJob
 from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.agent import LearnedPolicy
 from slurm_advisor.learned.patience import PatientPolicy
-from slurm_advisor.learned.speed_model import LearnedSpeedModel
 from slurm_advisor.policies import make_policy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
@@ -97,7 +96,7 @@ def loaded_snapshot(nodes: tuple[Node, ...], load: float = 0.6, seed: int = 0) -
 
 def advisors(nodes) -> dict[str, Advisor]:
     ckpt = checkpoint.load(None)
-    speed = LearnedSpeedModel(ckpt.speed, ckpt.schema)
+    speed = ckpt.speed_model
     slurm = SlurmDefaultPolicy()
 
     def network():

@@ -95,10 +95,9 @@ class Judge:
 def make_judge(nodes: tuple[Node, ...], model_dir: Path | None, where: str) -> Judge:
     """The judge with the speed model of the checkpoint in ``model_dir`` (None: the packaged one)."""
     from slurm_advisor.learned.checkpoint import load
-    from slurm_advisor.learned.speed_model import LearnedSpeedModel
 
     checkpoint = load(model_dir)
-    return Judge(nodes, LearnedSpeedModel(checkpoint.speed, checkpoint.schema), where)
+    return Judge(nodes, checkpoint.speed_model, where)
 
 
 def rebuild_job(decision: Decision) -> Job:

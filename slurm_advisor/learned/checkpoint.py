@@ -4,9 +4,16 @@ A directory holds ``policy.pt``, ``speed.pt``, ``meta.json`` and, when training 
 ``lif_profile.json``: the `lif` baseline's interference profile from the same samples. The
 metadata carries the feature schema version and job-type vocabulary; a checkpoint made for
 another schema is refused with a message that says which versions differ.
+
+The speed model is of one of two kinds. A model trained now is the site's structured ensemble
+(``site_speed``; meta.json: ``speed_kind: "site"``, its own job-type vocabulary learned from
+the samples under ``speed_vocab`` and ``speed_members``), saved in float32. A checkpoint
+without ``speed_kind`` (the shipped default model, any model trained before) holds the MLP of
+``speed_model`` on the policy's feature schema, and loads as it always did.
 """
 from __future__ import annotations
 
+import functools
 import json
 import pickle
 from dataclasses import dataclass, fields
@@ -18,7 +25,10 @@ from slurm_advisor.errors import InputError
 from slurm_advisor.learned.features import SCHEMA_VERSION, FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.policy_net import PolicyNet
-from slurm_advisor.learned.speed_model import SpeedNet
+from slurm_advisor.learned.site_net import SiteSpeedNet
+from slurm_advisor.learned.site_speed import SiteSpeedModel
+from slurm_advisor.learned.speed_model import LearnedSpeedModel, SpeedNet
+from slurm_advisor.learned.vocab import TypeVocab
 from slurm_advisor.policies.lif import PROFILE_FILE, InterferenceProfile
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "data" / "model"
@@ -27,14 +37,23 @@ DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "data" / "model"
 @dataclass
 class Checkpoint:
     policy: PolicyNet
-    speed: SpeedNet
+    speed: SpeedNet | SiteSpeedNet
     schema: FeatureSchema
     hyper: Hyper
     meta: dict
+    speed_vocab: TypeVocab | None = None  # the site model's own vocabulary (None: an MLP speed model)
+
+    @functools.cached_property
+    def speed_model(self) -> LearnedSpeedModel | SiteSpeedModel:
+        """The fitted speed model behind the SpeedModel and SpeedPredictor interfaces."""
+        if self.speed_vocab is None:
+            return LearnedSpeedModel(self.speed, self.schema)
+        return SiteSpeedModel(self.speed, self.speed_vocab)
 
 
-def save(directory: Path, policy: PolicyNet, speed: SpeedNet, schema: FeatureSchema, hyper: Hyper,
-         meta: dict, lif_profile: InterferenceProfile | None = None) -> Path:
+def save(directory: Path, policy: PolicyNet, speed: SpeedNet | SiteSpeedModel, schema: FeatureSchema,
+         hyper: Hyper, meta: dict, lif_profile: InterferenceProfile | None = None) -> Path:
+    """``speed``: a fitted :class:`SiteSpeedModel` or (older models, tests) a bare SpeedNet."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     if lif_profile is not None:
@@ -42,9 +61,14 @@ def save(directory: Path, policy: PolicyNet, speed: SpeedNet, schema: FeatureSch
     else:  # no stale profile from an earlier model in the same directory
         (directory / PROFILE_FILE).unlink(missing_ok=True)
     torch.save(_half(policy.state_dict()), directory / "policy.pt")
-    torch.save(_half(speed.state_dict()), directory / "speed.pt")
+    kind = {}
+    if isinstance(speed, SiteSpeedModel):
+        torch.save(speed.net.state_dict(), directory / "speed.pt")
+        kind = {"speed_kind": "site", "speed_vocab": speed.vocab.to_dict(), "speed_members": speed.net.members}
+    else:
+        torch.save(_half(speed.state_dict()), directory / "speed.pt")
     full = {"schema_version": schema.version, "types": list(schema.types), "hyper": hyper.to_dict(),
-            **meta}
+            **meta, **kind}
     (directory / "meta.json").write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
     return directory
 
@@ -65,10 +89,33 @@ def load(directory: Path | None = None) -> Checkpoint:
     hyper = _hyper(meta_path, meta.get("hyper", {}))
     _deployment(meta_path, meta)
     policy = PolicyNet(schema.node_dim, schema.global_dim, hyper.hidden)
-    speed = SpeedNet(schema.sample_dim, hyper.speed_hidden)
+    vocab = _speed_vocab(meta_path, meta)
+    if vocab is None:
+        speed = SpeedNet(schema.sample_dim, hyper.speed_hidden)
+    else:
+        speed = SiteSpeedNet(vocab.n_slots, meta["speed_members"], hyper.speed_hidden)
     for net, name in ((policy, "policy.pt"), (speed, "speed.pt")):
         _load_weights(net, directory / name)
-    return Checkpoint(policy.eval(), speed.eval(), schema, hyper, meta)
+    return Checkpoint(policy.eval(), speed.eval(), schema, hyper, meta, vocab)
+
+
+def _speed_vocab(meta_path: Path, meta: dict) -> TypeVocab | None:
+    """The site speed model's vocabulary, or None for a checkpoint of the older MLP kind."""
+    kind = meta.get("speed_kind")
+    if kind is None:
+        return None
+    if kind != "site":
+        raise InputError(f"{meta_path}: field 'speed_kind' must be \"site\" or absent, got {kind!r}")
+    members = meta.get("speed_members")
+    if isinstance(members, bool) or not isinstance(members, int) or members < 1:
+        raise InputError(f"{meta_path}: field 'speed_members' must be a positive integer, got {members!r}")
+    raw = meta.get("speed_vocab")
+    try:
+        if not isinstance(raw, dict) or not all(isinstance(t, str) for t in raw["types"]):
+            raise TypeError("not an object with a list of type names")
+        return TypeVocab.from_dict(raw)
+    except (KeyError, TypeError, ValueError) as e:
+        raise InputError(f"{meta_path}: field 'speed_vocab' is malformed: {e}") from None
 
 
 def _read_meta(directory: Path, meta_path: Path) -> dict:

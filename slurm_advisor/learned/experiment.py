@@ -19,7 +19,6 @@ from pathlib import Path
 from slurm_advisor.domain import Job, Node, SpeedSample
 from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.learned.speed_model import LearnedSpeedModel
 from slurm_advisor.learned.train import Ablation, train
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.metrics import SimResult
@@ -87,7 +86,7 @@ def run_experiment(nodes: Sequence[Node], train_jobs: Sequence[Job], test_jobs: 
                             "teacher": report.teacher_scores[report.teacher],
                             "chosen": report.candidates[report.chosen], "chosen_as": list(report.chosen),
                             "judge": report.judge_scores, "judge_fitted_on": report.judge}
-    mape = LearnedSpeedModel(report.speed, report.schema).mape(unseen) if report else float("nan")
+    mape = report.speed.mape(unseen) if report else float("nan")
     results = evaluate(nodes, test_jobs, truth, baselines, models, seed)
     return ExperimentResult(results, mape, seconds, len(samples), report.teacher if report else "",
                             deployed, validation, models)

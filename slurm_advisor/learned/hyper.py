@@ -12,6 +12,9 @@ class Hyper:
     speed_lr: float = 3e-3           # Adam learning rate for the speed model
     speed_batch: int = 256           # minibatch of samples
     speed_holdout: float = 0.15      # share of jobs held out to pick the best epoch
+    speed_members: int = 4           # ensemble members, each fitted on its own bootstrap of the jobs
+    speed_min_type_samples: int = 50  # a job type logged this often (and ...
+    speed_min_type_jobs: int = 3     # ... by this many jobs) gets its own slot; rarer ones share "unknown"
     # policy network
     hidden: int = 64                 # width of node encoder, scorer and critic
     # supervised warm start

@@ -16,7 +16,6 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Placement
 from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.agent import LearnedPolicy
 from slurm_advisor.learned.patience import PatientPolicy
-from slurm_advisor.learned.speed_model import LearnedSpeedModel
 from slurm_advisor.policies.base import Hold, Policy
 
 
@@ -43,5 +42,5 @@ def load_learned_policy(model_dir: Path | None) -> Policy:
     inner = LearnedPolicy(ckpt.policy, ckpt.schema, mode="greedy") if deploy == "network" else make_policy(deploy)
     patience = float(ckpt.meta.get("patience", 0.0))
     if patience > 0:  # hold jobs by the fitted speed model's predictions, as training judged it
-        inner = PatientPolicy(inner, LearnedSpeedModel(ckpt.speed, ckpt.schema), patience)
+        inner = PatientPolicy(inner, ckpt.speed_model, patience)
     return inner if deploy == "network" else GatedPolicy(inner)

@@ -63,13 +63,13 @@ def fit_speed_model(samples: Sequence[SpeedSample], schema: FeatureSchema, hp: H
         raise ValueError(f"need at least 20 speed samples to fit the speed model, got {len(samples)}")
     x = torch.tensor(np.stack([sample_features(s, schema) for s in samples]))
     y = torch.tensor(np.log([s.speed for s in samples]), dtype=torch.float32)
-    held = _holdout_mask([s.subject.job.id for s in samples], hp.speed_holdout, hp.seed)
+    held = holdout_mask([s.subject.job.id for s in samples], hp.speed_holdout, hp.seed)
     torch.manual_seed(hp.seed)
     net = SpeedNet(schema.sample_dim, hp.speed_hidden)
     net.set_range(y)
     opt = torch.optim.Adam(net.parameters(), lr=hp.speed_lr)
     train_idx = torch.nonzero(~held).squeeze(1)
-    best, best_state, curve = float("inf"), None, []
+    best = BestEpoch(progress)
     gen = torch.Generator().manual_seed(hp.seed)
     for epoch in range(hp.speed_epochs):
         net.train()
@@ -79,17 +79,29 @@ def fit_speed_model(samples: Sequence[SpeedSample], schema: FeatureSchema, hp: H
             opt.zero_grad()
             loss.backward()
             opt.step()
-        val = _mape(net, x[held], y[held]) if held.any() else _mape(net, x, y)
-        curve.append(val)
-        if val < best:
-            best, best_state = val, {k: v.clone() for k, v in net.state_dict().items()}
-        if progress:
-            progress(epoch, val)
-    net.load_state_dict(best_state)
-    return net, {"samples": len(samples), "holdout_mape": best, "curve": curve}
+        best.offer(net, epoch, _mape(net, x[held], y[held]) if held.any() else _mape(net, x, y))
+    best.restore(net)
+    return net, {"samples": len(samples), "holdout_mape": best.error, "curve": best.curve}
 
 
-def _holdout_mask(job_ids: list[str], share: float, seed: int) -> torch.Tensor:
+class BestEpoch:
+    """Keeps the weights of the epoch with the lowest held-out error (and the error curve)."""
+
+    def __init__(self, progress=None):
+        self.error, self.state, self.curve, self.progress = float("inf"), None, [], progress
+
+    def offer(self, net: nn.Module, epoch: int, error: float) -> None:
+        self.curve.append(error)
+        if error < self.error:
+            self.error, self.state = error, {k: v.clone() for k, v in net.state_dict().items()}
+        if self.progress:
+            self.progress(epoch, error)
+
+    def restore(self, net: nn.Module) -> None:
+        net.load_state_dict(self.state)
+
+
+def holdout_mask(job_ids: list[str], share: float, seed: int) -> torch.Tensor:
     rng = np.random.default_rng(seed)
     unique = sorted(set(job_ids))
     held = set(rng.choice(unique, size=max(1, int(len(unique) * share)), replace=False).tolist())

@@ -36,7 +36,7 @@ from slurm_advisor.learned.rl import (
     imitation_step,
     jobs_in_system_returns,
 )
-from slurm_advisor.learned.speed_model import LearnedSpeedModel, SpeedNet, fit_speed_model
+from slurm_advisor.learned.site_speed import SiteSpeedModel, fit_site_model
 from slurm_advisor.policies import make_policy
 from slurm_advisor.policies.base import Policy
 from slurm_advisor.policies.lif import InterferenceProfile, fit_profile
@@ -58,7 +58,7 @@ class Ablation:
 @dataclass
 class TrainReport:
     policy: PolicyNet
-    speed: SpeedNet
+    speed: SiteSpeedModel  # the fitted speed model (the RL simulator's)
     schema: FeatureSchema
     speed_metrics: dict
     teacher: str
@@ -157,9 +157,9 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
     torch.manual_seed(hp.seed)
     rng = np.random.default_rng(hp.seed)
     schema = FeatureSchema()
-    speed_net, speed_metrics = fit_speed_model(samples, schema, hp)
-    log(f"speed model: {len(samples)} samples, held-out-job MAPE {speed_metrics['holdout_mape']:.3f}")
-    fitted = LearnedSpeedModel(speed_net, schema)
+    fitted, speed_metrics = fit_site_model(samples, hp)
+    log(f"speed model: {len(samples)} samples, {len(speed_metrics['vocabulary'])} job types of their own, "
+        f"held-out-job MAPE {speed_metrics['holdout_mape']:.3f}")
     # Model selection runs the whole training trace (under the fitted model): one short window
     # is too noisy a judge, and a window of a few short jobs cannot tell policies apart.
     validation = validation_traces(jobs, hp.stress_rate)
@@ -171,7 +171,7 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
     if init_policy is not None:
         net.load_state_dict(init_policy.state_dict())
         log("warm start: fine-tuning the given policy (no imitation)")
-    report = TrainReport(net, speed_net, schema, speed_metrics, teacher, scores)
+    report = TrainReport(net, fitted, schema, speed_metrics, teacher, scores)
     report.lif_profile = fit_profile(samples)
     episodes = _Episodes(nodes, jobs, fitted, schema, hp, rng)
     if ablation.network:
@@ -234,8 +234,7 @@ def _judge(net: PolicyNet, teacher: str, chosen: tuple[str, float], fitted, samp
     """Replay the validation traces under a second speed model fitted on ``samples`` (the judge's
     own, when there are any) with another seed and split. The chosen candidate still holds jobs
     by the *fitted* model's predictions, as deployed."""
-    judge_net, _ = fit_speed_model(samples, schema, replace(hp, seed=hp.seed + 1))
-    judge = LearnedSpeedModel(judge_net, schema)
+    judge, _ = fit_site_model(samples, replace(hp, seed=hp.seed + 1))
     return {"chosen": replay(nodes, validation, lambda: deployable(net, schema, *chosen, fitted), judge, hp.seed),
             "teacher": replay(nodes, validation, lambda: make_policy(teacher), judge, hp.seed)}
 

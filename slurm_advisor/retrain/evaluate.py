@@ -14,9 +14,8 @@ from pathlib import Path
 
 from slurm_advisor.domain import Job, Node, SpeedSample
 from slurm_advisor.learned import checkpoint
-from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.learned.speed_model import LearnedSpeedModel, fit_speed_model
+from slurm_advisor.learned.site_speed import fit_site_model
 from slurm_advisor.learned.train import avg_jct
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.runner import build_advisor
@@ -34,9 +33,8 @@ class Judge:
 
 def make_judge(holdout: Sequence[SpeedSample], hp: Hyper) -> Judge:
     if len(holdout) >= JUDGE_MIN_SAMPLES:
-        schema = FeatureSchema()
-        net, _ = fit_speed_model(holdout, schema, replace(hp, seed=hp.seed + _JUDGE_SEED_OFFSET))
-        return Judge(LearnedSpeedModel(net, schema),
+        model, _ = fit_site_model(holdout, replace(hp, seed=hp.seed + _JUDGE_SEED_OFFSET))
+        return Judge(model,
                      f"a speed model fitted on the {len(holdout)} held-out samples alone (neither model trained on them)")
     return Judge(load_speed_model("contention"),
                  f"the contention model: only {len(holdout)} held-out samples, {JUDGE_MIN_SAMPLES} "
@@ -46,7 +44,7 @@ def make_judge(holdout: Sequence[SpeedSample], hp: Hyper) -> Judge:
 def holdout_mape(model_dir: Path, holdout: Sequence[SpeedSample]) -> float:
     """The model directory's speed model's mean absolute percentage error on ``holdout``."""
     ckpt = checkpoint.load(model_dir)
-    return LearnedSpeedModel(ckpt.speed, ckpt.schema).mape(holdout)
+    return ckpt.speed_model.mape(holdout)
 
 
 def replay_jct(nodes: Sequence[Node], jobs: Sequence[Job], judge: Judge, model_dir: Path | None,

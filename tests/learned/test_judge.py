@@ -26,13 +26,13 @@ def judge_samples(small_nodes, truth):
 def test_the_judge_is_fitted_on_the_judge_samples_only(samples, judge_samples, small_nodes, small_jobs,
                                                        monkeypatch) -> None:
     fitted_on = []
-    real_fit = train_module.fit_speed_model
+    real_fit = train_module.fit_site_model
 
-    def spy(data, schema, hp, *args, **kwargs):
+    def spy(data, hp, *args, **kwargs):
         fitted_on.append((data, hp.seed))
-        return real_fit(data, schema, hp, *args, **kwargs)
+        return real_fit(data, hp, *args, **kwargs)
 
-    monkeypatch.setattr(train_module, "fit_speed_model", spy)
+    monkeypatch.setattr(train_module, "fit_site_model", spy)
     report = train(samples, small_nodes, small_jobs, HP, HOLDING_ONLY, log=lambda _: None,
                    judge_samples=judge_samples)
     assert [(data is samples, seed) for data, seed in fitted_on] == [(True, HP.seed), (False, HP.seed + 1)]

@@ -124,14 +124,13 @@ def test_ablations_without_replay_exploration_and_warm_start_still_train(samples
 
 
 def test_no_holding_never_holds(samples, small_nodes, small_jobs) -> None:
-    from slurm_advisor.learned.speed_model import LearnedSpeedModel
     from slurm_advisor.learned.train import deployable, simulate
 
     report = train(samples, small_nodes, small_jobs, replace(HP, rl_episodes=1), Ablation(holding=False),
                    log=lambda _: None)
     assert report.candidates and {k for _, k in report.candidates} == {0.0}
     assert report.patience == 0.0 and report.deployment_meta()["patience"] == 0.0
-    fitted = LearnedSpeedModel(report.speed, report.schema)
+    fitted = report.speed
     policy = deployable(report.policy, report.schema, report.deploy, report.patience, fitted)
     assert simulate(small_nodes, small_jobs, policy, fitted, HP.seed).holds == 0
 

@@ -1,0 +1,183 @@
+"""The site's speed model: fitted on the logged samples with the job-type vocabulary they show.
+
+``fit_site_model`` builds the vocabulary from the samples (``vocab``), fits the ensemble of
+``site_net`` by regression of log(speed), each member on its own bootstrap of the training
+jobs, and keeps the epoch whose ensemble predicts the held-out *jobs* best. The result serves
+the simulator (``speeds``), the advisor and the holding rule (``predict``, ``predict_after``)
+and a pessimistic search (``predict_all``: every member's prediction, their spread is how
+unsure the model is).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable, Sequence
+
+import numpy as np
+import torch
+
+from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, RunningJob, SpeedSample
+from slurm_advisor.learned import site_features as F
+from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.learned.site_net import SiteSpeedNet
+from slurm_advisor.learned.speed_model import BestEpoch, holdout_mask
+from slurm_advisor.learned.vocab import TypeVocab
+
+
+def to_tensors(batch: F.Batch) -> dict[str, torch.Tensor]:
+    return {"slot": torch.from_numpy(batch.slot), "scalars": torch.from_numpy(batch.scalars),
+            "nodes": torch.from_numpy(batch.nodes), "counts": torch.from_numpy(batch.counts),
+            "resid": torch.from_numpy(batch.resid)}
+
+
+def _rows(b: dict[str, torch.Tensor], idx: torch.Tensor) -> dict[str, torch.Tensor]:
+    return {k: v[idx] for k, v in b.items()}
+
+
+def fit_site_model(samples: Sequence[SpeedSample], hp: Hyper, progress=None) -> tuple[SiteSpeedModel, dict]:
+    if len(samples) < 20:
+        raise ValueError(f"need at least 20 speed samples to fit the speed model, got {len(samples)}")
+    vocab = TypeVocab.from_samples(samples, hp.speed_min_type_samples, hp.speed_min_type_jobs)
+    batch = F.Batch.of([F.sample_context(s, vocab) for s in samples], vocab.n_slots)
+    b = to_tensors(batch)
+    y = torch.tensor(np.log([s.speed for s in samples]), dtype=torch.float32)
+    jobs = [s.subject.job.id for s in samples]
+    held = holdout_mask(jobs, hp.speed_holdout, hp.seed)
+    torch.manual_seed(hp.seed)
+    net = SiteSpeedNet(vocab.n_slots, hp.speed_members, hp.speed_hidden)
+    net.initialise(*_starting_point(batch, y, vocab), y)
+    weights = _bootstrap(jobs, held, hp.speed_members, hp.seed)  # [M, S]
+    train_idx = torch.nonzero(~held).squeeze(1)
+    val_idx = torch.nonzero(held).squeeze(1) if held.any() else train_idx
+    structured = [net.slot_params, net.global_params]
+    opt = torch.optim.Adam([{"params": structured, "lr": hp.speed_lr * 5},
+                            {"params": [p for p in net.parameters() if all(p is not q for q in structured)],
+                             "lr": hp.speed_lr, "weight_decay": 1e-4}])
+    gen = torch.Generator().manual_seed(hp.seed)
+    best = BestEpoch(progress)
+    val_b = _rows(b, val_idx)
+    for epoch in range(hp.speed_epochs):
+        for chunk in _minibatches(len(train_idx), hp.speed_batch, gen):
+            idx = train_idx[chunk]
+            err = net.raw(_rows(b, idx)) - y[idx]
+            w = weights[:, idx]
+            loss = (w * err ** 2).sum() / w.sum().clamp(min=1.0)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            best.offer(net, epoch, _mape_of(net(val_b).mean(0), y[val_idx]))
+    best.restore(net)
+    model = SiteSpeedModel(net.eval(), vocab)
+    return model, {"samples": len(samples), "holdout_mape": best.error, "curve": best.curve,
+                   "vocabulary": list(vocab.types), "members": hp.speed_members}
+
+
+MIN_STEPS_PER_EPOCH = 20  # a few hundred samples still get enough gradient steps
+
+
+def _minibatches(n: int, size: int, gen: torch.Generator) -> list[torch.Tensor]:
+    """One epoch: every sample once in random order, repeated until at least
+    ``MIN_STEPS_PER_EPOCH`` minibatches of up to ``size`` samples are drawn."""
+    size = min(size, n)
+    steps = max(math.ceil(n / size), MIN_STEPS_PER_EPOCH)
+    order = torch.cat([torch.randperm(n, generator=gen) for _ in range(math.ceil(steps * size / n))])
+    return list(order[:steps * size].split(size)) if steps * size <= len(order) else list(order.split(size))
+
+
+def _starting_point(batch: F.Batch, y: torch.Tensor, vocab: TypeVocab):
+    """Per slot: log compute time from its median per-worker speed (with beta = 0.5 at the
+    start), the mean prior of its samples, and its logged solo speed (0 where none)."""
+    n = vocab.n_slots
+    log_w = torch.from_numpy(batch.scalars[:, F.LOG_W])
+    slot = torch.from_numpy(batch.slot)
+    overall = float(torch.median(y - 0.5 * log_w))
+    step = torch.full((n,), -overall)
+    ref = torch.zeros(n, 2)
+    prior = torch.from_numpy(batch.scalars[:, [F.P_C, F.P_M]])
+    for i in range(n):
+        rows = slot == i
+        if rows.any():
+            step[i] = -float(torch.median((y - 0.5 * log_w)[rows]))
+            ref[i] = prior[rows].mean(0)
+        else:
+            ref[i] = prior.mean(0)
+    solo = torch.tensor([0.0 if math.isnan(x) else x for x in vocab.solo_log_speed])
+    return step, ref, solo
+
+
+def _bootstrap(job_ids: list[str], held: torch.Tensor, members: int, seed: int) -> torch.Tensor:
+    """Each member's weight per sample: how often its job was drawn (a bootstrap over jobs)."""
+    rng = np.random.default_rng(seed + 1)
+    unique = sorted(set(job_ids))
+    pos = {j: i for i, j in enumerate(unique)}
+    draws = rng.poisson(1.0, size=(members, len(unique))).astype(np.float32)
+    if members == 1:
+        draws[:] = 1.0
+    idx = np.array([pos[j] for j in job_ids])
+    w = torch.from_numpy(draws[:, idx])
+    return w * (~held).float()
+
+
+def _mape_of(log_pred: torch.Tensor, y: torch.Tensor) -> float:
+    return float((torch.abs(torch.exp(log_pred - y) - 1.0)).mean())
+
+
+class SiteSpeedModel:
+    """The fitted ensemble behind the SpeedModel and SpeedPredictor interfaces: its prediction
+    is the members' geometric mean."""
+
+    name = "learned-speed"
+    local = True
+
+    def __init__(self, net: SiteSpeedNet, vocab: TypeVocab):
+        self.net, self.vocab = net.eval(), vocab
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The ensemble's weights (what a checkpoint saves beside the vocabulary)."""
+        return self.net.state_dict()
+
+    @torch.no_grad()
+    def log_speeds_all(self, contexts: Sequence[F.JobContext]) -> np.ndarray:
+        """[members, len(contexts)] log speeds."""
+        return self.net(to_tensors(F.Batch.of(contexts, self.vocab.n_slots))).numpy()
+
+    def speeds(self, nodes: Sequence[Node], running: Sequence[RunningJob],
+               only: Collection[str] | None = None) -> dict[str, float]:
+        targets = [rj for rj in running if only is None or rj.job.id in only]
+        if not targets:
+            return {}
+        log_s = self.log_speeds_all(F.running_contexts(nodes, running, targets, self.vocab)).mean(0)
+        return {rj.job.id: max(1e-9, float(math.exp(x))) for rj, x in zip(targets, log_s)}
+
+    def predict(self, snapshot: ClusterSnapshot, job: Job, placement: Placement) -> float:
+        """The speed of ``job`` if it starts on ``placement`` now."""
+        return self.predict_after(snapshot, job, placement, ())
+
+    def predict_after(self, snapshot: ClusterSnapshot, job: Job, placement: Placement,
+                      gone: Iterable[RunningJob]) -> float:
+        """As ``predict`` once the running jobs ``gone`` have ended."""
+        return max(1e-9, float(np.exp(self._log_all(snapshot, job, placement, gone).mean())))
+
+    def predict_all(self, snapshot: ClusterSnapshot, job: Job, placement: Placement,
+                    gone: Iterable[RunningJob] = ()) -> np.ndarray:
+        """Each member's predicted speed of ``job`` on ``placement`` (its spread: the doubt)."""
+        return np.maximum(1e-9, np.exp(self._log_all(snapshot, job, placement, gone)))
+
+    def _log_all(self, snapshot, job, placement, gone) -> np.ndarray:
+        left = {id(rj) for rj in gone}
+        seen: dict[str, RunningJob] = {}
+        for n in placement.nodes():
+            for rj in snapshot.jobs_on(n):
+                if rj.job.id != job.id and id(rj) not in left:
+                    seen[rj.job.id] = rj
+        names = set(placement.nodes())
+        for rj in seen.values():
+            names.update(rj.placement.nodes())
+        node_of = {n: snapshot.node(n) for n in names}
+        ctx = F.job_context(RunningJob(job, placement, snapshot.time), seen.values(), node_of, self.vocab)
+        return self.log_speeds_all([ctx])[:, 0]
+
+    def mape(self, samples: Sequence[SpeedSample]) -> float:
+        contexts = [F.sample_context(s, self.vocab) for s in samples]
+        y = np.log([s.speed for s in samples])
+        return float(np.mean(np.abs(np.exp(self.log_speeds_all(contexts).mean(0) - y) - 1.0)))
