@@ -74,6 +74,23 @@ def test_a_policy_that_agrees_with_slurm_is_not_pinned_either():
     assert service(split).advise(ClusterSnapshot.empty(NODES), marked(workers=4), "advise")[0]["action"] == "place"
 
 
+class Refusing:
+    name = "refuser"
+
+    def place(self, snapshot, job, rng):
+        return None
+
+    def score_nodes(self, snapshot, job):
+        return {}
+
+
+def test_a_fallback_that_is_slurms_choice_keeps_both_reasons():
+    svc = AdviceService(Advisor(Refusing(), fallback=SlurmDefaultPolicy()), identity)
+    reply, decision, _, placement = svc.advise(ClusterSnapshot.empty(NODES), marked(), "advise")
+    assert reply["action"] == "observe" and decision.fallback and placement is not None
+    assert reply["reason"] == f"refuser found no placement; {SLURMS_CHOICE}" == decision.reason
+
+
 def test_ps_tasks_elsewhere_than_slurms_first_tasks_are_pinned():
     # Slurm's first task is the PS in an unpinned job (slurm-advisor layout): the PS on n2 is a pin
     snap = ClusterSnapshot.empty(NODES)
