@@ -261,8 +261,8 @@ def main(argv=None) -> int:
                  "settings": {}, "ablations": {}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for key, truth in truths(only).items():
-        with_holding = {"no-holding": Ablation(holding=False)} if key == "contention" and not args.no_ablations else None
-        out["settings"][key] = setting(one_switch, truth, raw(), hp, with_holding, log(key))
+        no_holding = {"no-holding": Ablation(holding=False)} if key == "contention" and not args.no_ablations else None
+        out["settings"][key] = setting(one_switch, truth, raw(), hp, no_holding, log(key))
         print_main({key: out["settings"][key]})
         args.out.write_text(json.dumps(out, indent=2))
     base = out["settings"].get("contention")
