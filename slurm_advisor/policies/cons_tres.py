@@ -338,8 +338,9 @@ def _eval_nodes_topo(layout, avail: np.ndarray, weight: np.ndarray, job: Job, mi
                 taken.append((int(i), req.take(int(avail[i]))))
                 if req.done():
                     return taken
-    left = {leaf: 0 if leaf in required else int(np.count_nonzero(best & (leaf_of == leaf)))
-            for leaf in leaves}
+    # one pass over the nodes, not one per leaf: a 10,000-node cluster has hundreds of leaves
+    per_leaf = np.bincount(leaf_of[best], minlength=max(leaves, default=-1) + 1)
+    left = {leaf: 0 if leaf in required else int(per_leaf[leaf]) for leaf in leaves}
     previous = req.rem_nodes + 1
     while previous != req.rem_nodes:
         previous = req.rem_nodes
