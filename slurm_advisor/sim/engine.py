@@ -2,7 +2,8 @@
 
 Jobs arrive and wait in Slurm's order; Slurm's two scheduling loops (``sim/scheduler.py``)
 decide *when* a job may start — the main pass at every arrival and end, a backfill pass
-(``sim/backfill.py``) at the next ``bf_interval`` tick after any change — and the advisor
+(``sim/backfill.py``) at every ``bf_interval`` tick at which it could decide otherwise than
+the last one — and the advisor
 decides *where*. A job keeps its nodes until it completes or reaches its time limit (Slurm
 ends it there: state TIMEOUT), and runs at the speed the ground truth gives it; whenever a
 neighbour arrives or leaves, the speeds of the jobs it touches are recomputed. One clock,
@@ -88,7 +89,7 @@ class Simulation:
         self._log: list[tuple[str, float, float, float]] = []
         self.fallbacks = 0
         self.holds = 0  # decisions to wait for a better placement although the job fitted
-        self._dirty = False           # something changed since the last backfill pass
+        self._stale_at = math.inf     # from when a backfill pass could decide otherwise than the last
         self._backfill_at = math.inf  # the pending backfill tick
         #: First planned start of each job, and the first made while it headed the queue
         #: (Slurm's promise: with every job ending by its limit, it starts by then).
@@ -126,10 +127,10 @@ class Simulation:
                     changed = True
             if changed:
                 touched |= self._main_pass(now)
-                self._dirty = True
+                self._stale_at = min(self._stale_at, now)
             if backfill_due:
                 self._backfill_at = math.inf
-                if self._dirty or self.config.every_tick:
+                if self._stale_at <= now or self.config.every_tick:
                     touched |= self._backfill_pass(now)
             self._plan_backfill(now, ran=backfill_due)
             self._update_speeds(touched, now)
@@ -162,13 +163,14 @@ class Simulation:
         """Slurm's backfill: jobs in priority order; each starts now if that delays no job ahead
         of it, else it is planned at its earliest start. A plan matters only to the jobs behind
         it that could start now, so a job is planned when the first such job comes (or at once
-        with ``eager_plans``): the same starts, without planning a long queue at every pass."""
-        self._dirty = False
+        with ``eager_plans``): the same starts, without planning a long queue at every pass.
+        A pass that starts a job makes the next one due (``_more_work``: a start updates
+        last_job_update): jobs it planned before that start are planned anew with it running,
+        and will-run's batches of ending jobs, and so the plans, can differ."""
         plan = BackfillPass(self.snapshot.layout, self.snapshot.free_array(), self._ends, now,
-                            self.config.bf_window_s)
+                            self.config.bf_window_s, self.config.bf_resolution_s, self.config.epoch_s)
         touched: set[str] = set()
         unplanned: list[Job] = []
-        earliest: dict[tuple, float] = {}  # identical jobs cannot start before each other
         # Within a pass the room only shrinks (jobs start, reservations are added) and a longer
         # limit overlaps more reservations, so once a shape fails could_fit at some limit it
         # fails at every longer one (at any limit when no node was masked, or when the shape's
@@ -185,13 +187,13 @@ class Simulation:
             if k > i:  # none of these can start now
                 unplanned.extend(queue[i:k])
                 if self.config.eager_plans:
-                    self._plan(plan, unplanned, earliest, now)
+                    self._plan(plan, unplanned)
             if k == len(queue):
                 break
             job, i = queue[k], k + 1
             placement = None
             if job.total_demand().fits_in(plan.total):
-                placement = self._backfill_start(job, plan, unplanned, earliest, no_room, now)
+                placement = self._backfill_start(job, plan, unplanned, no_room, now)
             else:
                 no_room[shapes[k]] = -math.inf
             if placement is not None:
@@ -200,11 +202,15 @@ class Simulation:
                 continue
             unplanned.append(job)
             if self.config.eager_plans:
-                self._plan(plan, unplanned, earliest, now)
+                self._plan(plan, unplanned)
+        if self.config.bf_interval_s == 0:
+            self._stale_at = math.inf  # a pass at every change only
+        else:
+            self._stale_at = now if touched else plan.next_change()
         return touched
 
-    def _backfill_start(self, job: Job, plan: BackfillPass, unplanned: list[Job],
-                        earliest: dict[tuple, float], no_room: np.ndarray, now: float) -> Placement | None:
+    def _backfill_start(self, job: Job, plan: BackfillPass, unplanned: list[Job], no_room: np.ndarray,
+                        now: float) -> Placement | None:
         """Where ``job`` starts now in this pass, or None; plans the jobs ahead of it first if
         it could start (their reservations may keep it from starting)."""
         limit = self._limit(job)
@@ -212,7 +218,7 @@ class Simulation:
         room, masked = plan.room_now(limit)
         fits = could_fit(room, job)
         if fits and unplanned:
-            self._plan(plan, unplanned, earliest, now)
+            self._plan(plan, unplanned)
             room, masked = plan.room_now(limit)
             fits = could_fit(room, job)
         if not fits:
@@ -221,13 +227,9 @@ class Simulation:
         snapshot = self.snapshot.with_free(room) if masked else self.snapshot
         return self._advise(job, snapshot, now)
 
-    def _plan(self, plan: BackfillPass, unplanned: list[Job], earliest: dict[tuple, float], now: float) -> None:
+    def _plan(self, plan: BackfillPass, unplanned: list[Job]) -> None:
         for job in unplanned:
-            limit = self._limit(job)
-            shape = self._shape[job.id]
-            key = (shape, limit, self._caps.get(job.id))
-            start = plan.reserve(job, limit, key[-1], earliest.get(key, now), shape=shape)
-            earliest[key] = math.inf if start is None else start
+            start = plan.reserve(job, self._limit(job), self._caps.get(job.id), shape=self._shape[job.id])
             if start is not None:
                 self.planned.setdefault(job.id, start)
                 if job is self._queue[0]:
@@ -238,9 +240,12 @@ class Simulation:
         """Schedule the next backfill tick when there is something for it to do."""
         if not self._queue:
             return
-        if not (self._dirty or self.config.every_tick):
+        if self.config.every_tick:
+            at = self.config.next_backfill(now)
+        elif self._stale_at < math.inf:
+            at = self.config.next_backfill(max(self._stale_at, now))
+        else:
             return
-        at = self.config.next_backfill(now)
         if ran and at <= now:
             at = self.config.next_backfill(now + self.config.bf_interval_s)
         if at < self._backfill_at:

@@ -8,17 +8,23 @@ Slurm's controller runs two loops (``src/slurmctld/job_scheduler.c`` and
   that does not fit stops the pass (one partition: everything behind it waits for backfill);
 - the **backfill scheduler**, every ``bf_interval`` seconds: pending jobs in priority order
   (at most ``bf_max_job_test``), each started now if that delays no job ahead of it, else
-  given a reservation at its earliest start (planned with every running job ending at its
-  *time limit*, per node) if that start lies within ``bf_window``.
+  given a reservation at the start select/cons_tres's will-run test finds (planned with every
+  running job ending at its *time limit*, per node; see sim/backfill.py) if that start lies
+  within ``bf_window``.
 
-The simulator runs a backfill pass at the first ``bf_interval`` tick after anything changed
-(a pass over an unchanged state starts nothing and plans the same: plans sit at planned ends
-and plan ends, absolute times, and every plan's start lies after an event that triggers a
-fresh pass; tests/sim/test_scheduling.py compares with a pass at every tick). One case is not
+Slurm runs a backfill pass at every tick while there is work (``_more_work``: a job started,
+ended, was submitted or changed since the last pass, which the main scheduler's periodic
+passes alone see to while jobs wait). The simulator runs one at a tick only when it could
+decide otherwise than the last, which gives the same schedule (tests/sim/test_scheduling.py
+compares with a pass at every tick): after any event; after a pass that started a job (the
+next one sees it running, and will-run's batches of ending jobs move); and when time alone
+changes the outcome, since a pass tests each job on the nodes free of reservations during
+[now, now + limit]: when now + limit reaches a reservation's start or now its end, or a plan
+refused past ``bf_window`` comes inside it (``BackfillPass.next_change``). One case is not
 covered: a job the planner could start now but the advisor declines (a hold, or a policy that
 finds nothing where cons_tres would) is planned at "now", a plan that moves with time; until
-the next event it is not re-made at every tick. A job beyond the window gets no plan; when
-time brings it inside, its plan could only keep jobs behind it from starting.
+the next event it is not re-made at every tick. With ``bf_interval_s=0`` (an idealisation) a
+pass runs at every event and only then.
 """
 from __future__ import annotations
 
@@ -33,6 +39,11 @@ class SchedulerConfig:
     bf_interval_s: float = 30.0      # bf_interval (default 30 s); 0: a pass at every change
     bf_window_s: float = 86_400.0    # bf_window (default 1440 min): no reservations beyond it
     bf_max_job_test: int = 500       # bf_max_job_test (default 500)
+    bf_resolution_s: float = 60.0    # bf_resolution (default 60 s): reservations start and end on its slots
+    #: The wall-clock time (Unix seconds) of simulated time 0. Slurm aligns bf_resolution slots
+    #: and will-run's 30-s batches of ending jobs on the clock; only the remainder modulo 30 s
+    #: and bf_resolution matters.
+    epoch_s: float = 0.0
     #: Jobs without a time limit get limit_factor x their run time alone, rounded up to whole
     #: minutes (Slurm's unit for --time). Users ask for far more than their jobs use: most jobs
     #: use under half of their estimate, many a tenth (Tsafrir, Etsion, Feitelson, "Backfilling
@@ -57,6 +68,10 @@ class SchedulerConfig:
             raise ValueError("bf_interval_s must be a non-negative number of seconds")
         if not self.bf_window_s > 0:
             raise ValueError("bf_window_s must be positive")
+        if not (self.bf_resolution_s > 0 and math.isfinite(self.bf_resolution_s)):
+            raise ValueError("bf_resolution_s must be a positive number of seconds")
+        if not math.isfinite(self.epoch_s):
+            raise ValueError("epoch_s must be a finite number of seconds")
         if self.bf_max_job_test < 1:
             raise ValueError("bf_max_job_test must be at least 1")
         if self.every_tick and self.bf_interval_s == 0:

@@ -1,4 +1,6 @@
-"""One backfill pass: per-node plans from time limits, reservations that block whole nodes."""
+"""One backfill pass: per-node plans from time limits, reservations that block whole nodes, and the
+rules of Slurm 22.05's planner (select/cons_common/job_test.c ``_will_run_test``, sched/backfill/
+backfill.c ``_attempt_backfill``), each case derived from that code."""
 import numpy as np
 import pytest
 
@@ -27,28 +29,82 @@ def running(*jobs: tuple[str, float, dict[int, int]]) -> tuple[np.ndarray, Runni
     return free, ends
 
 
-def test_a_reservation_is_the_first_planned_end_that_frees_enough_on_the_nodes() -> None:
-    free, ends = running(("a", 30.0, {0: 2}), ("b", 10.0, {1: 1}), ("c", 20.0, {1: 1, 2: 2}))
-    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
-    # 4 GPUs: n2 is free at 20, n3 at 20 too; n1 only at 30
-    assert plan.reserve(job(4), 50.0, None, 0.0) == 20.0
-    assert plan.reservations[0].nodes.tolist() == [1, 2] and plan.reservations[0].end == 70.0
+def plan_for(*jobs, epoch: float = 0.0, window: float = 1e9, resolution: float = 1.0) -> BackfillPass:
+    free, ends = running(*jobs)
+    return BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=window,
+                        resolution_s=resolution, epoch_s=epoch)
+
+
+def test_will_run_removes_the_jobs_ending_in_the_first_window_together() -> None:
+    # _will_run_test: the first batch runs to the 30-s barrier after the first end (10 -> 30)
+    # plus 30 s; the start is the *last* removed job's end. 4 GPUs fit once b and c end (20),
+    # but a (30) is in the same batch: Slurm plans the job at 30, on the nodes free then.
+    plan = plan_for(("a", 30.0, {0: 2}), ("b", 10.0, {1: 1}), ("c", 20.0, {1: 1, 2: 2}))
+    assert plan.reserve(job(4), 50.0, None) == 30.0
+    assert plan.reservations[0].start == 30.0 and plan.reservations[0].end == 80.0
+
+
+def test_the_batches_are_aligned_on_the_wall_clock() -> None:
+    # ``delta = end_time % time_window``: the barrier is a multiple of 30 s of the Unix clock.
+    # a ends at 10, b at 62. Simulated 0 at a multiple of 30: barrier 30, batch up to 60, the
+    # job starts at 10 on n1. 25 s later on the clock: barrier 35, batch up to 65, b is in it.
+    jobs = (("a", 10.0, {0: 2}), ("b", 62.0, {1: 2}), ("c", 1000.0, {2: 2}))
+    assert plan_for(*jobs).reserve(job(2), 50.0, None) == 10.0
+    assert plan_for(*jobs, epoch=25.0).reserve(job(2), 50.0, None) == 62.0
+
+
+def test_each_later_window_is_twice_as_long() -> None:
+    # batch 1 to 30 + 30 (a); then time_window doubles: batch 2 to 30 + 60 takes b (70) and
+    # c (85). The two nodes are free at 70, the plan is at 85.
+    plan = plan_for(("a", 10.0, {0: 2}), ("b", 70.0, {1: 2}), ("c", 85.0, {2: 2}))
+    assert plan.reserve(job(4), 50.0, None) == 85.0
+
+
+def test_jobs_on_nodes_the_job_cannot_use_are_skipped() -> None:
+    # "r" is planned on n1 from 25 (x's end) for 1000 s, so the next job may not use n1. x,
+    # on n1 only, is skipped: it sets no barrier. From y's end (70): barrier 90, batch to 120,
+    # which takes z (100). Had x set it (barrier 30), y alone would be the second batch: 70.
+    plan = plan_for(("x", 25.0, {0: 1}), ("y", 70.0, {1: 2}), ("z", 100.0, {2: 2}))
+    two_gpus_one_node = Job("j", "x", 0, 1, Resources(), Resources(4, 2, 8_000), 10.0)
+    assert plan.reserve(two_gpus_one_node, 1000.0, None) == 25.0
+    assert plan.reservations[0].nodes.tolist() == [0]
+    assert plan.reserve(two_gpus_one_node, 50.0, None) == 100.0
+
+
+def test_a_clash_with_a_reservation_is_retried_from_the_plan_then_after_the_reservation() -> None:
+    # "r" (2 GPUs on one node) is planned on n1 at 55 (x and x2 end in one batch) until 105.
+    # The next job's window [0, 50] misses r's, so it may use n1: will-run plans it on n1 at
+    # 55, which clashes with r (_test_resv_overlap): TRY_LATER from 55 without n1 gives 200
+    # (y's end), after later_start (r's end, 105): TRY_LATER from 105, with n1, gives 105.
+    plan = plan_for(("x", 25.0, {0: 1}), ("x2", 55.0, {0: 1}), ("y", 200.0, {1: 2}), ("z", 300.0, {2: 2}))
+    two_gpus_one_node = Job("j", "x", 0, 1, Resources(), Resources(4, 2, 8_000), 10.0)
+    assert plan.reserve(two_gpus_one_node, 50.0, None) == 55.0
+    assert plan.reserve(two_gpus_one_node, 50.0, None) == 105.0
+    assert [r.nodes.tolist() for r in plan.reservations] == [[0], [0]]
+
+
+def test_reservations_start_and_end_on_bf_resolution_slots() -> None:
+    # _attempt_backfill rounds start and end_reserve down to bf_resolution (60 s by default):
+    # planned at 100 for 50 s, the job holds n1 + n2 from 60 to 120 in the map. So a job
+    # whose limit ends at 70 may not use them now, though it would end before 100.
+    plan = plan_for(("a", 100.0, {0: 2, 1: 1}), resolution=60.0)
+    assert plan.reserve(job(4), 50.0, None) == 100.0
+    assert (plan.reservations[0].start, plan.reservations[0].end) == (60.0, 120.0)
+    assert plan.room_now(59.0)[1] is False and plan.room_now(70.0)[1] is True
 
 
 def test_per_node_not_cluster_wide() -> None:
     # 2 GPUs free in all at t=0 (one on n1, one on n2), but a 2-GPU one-node job needs them on
     # one node: the cluster-wide sum would say "now"; per node it is when n1 empties, at 100
     one_node = Job("j", "x", 0, 1, Resources(), Resources(4, 2, 8_000), 10.0)
-    free, ends = running(("a", 100.0, {0: 1}), ("b", 300.0, {1: 1}), ("c", 400.0, {2: 2}))
-    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
+    plan = plan_for(("a", 100.0, {0: 1}), ("b", 300.0, {1: 1}), ("c", 400.0, {2: 2}))
     assert plan.room_now(10.0)[0][:, 1].sum() == 2
-    assert plan.reserve(one_node, 50.0, None, 0.0) == 100.0
+    assert plan.reserve(one_node, 50.0, None) == 100.0
 
 
 def test_a_reservation_blocks_its_nodes_whole_during_its_window() -> None:
-    free, ends = running(("a", 100.0, {0: 2, 1: 1}))
-    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
-    assert plan.reserve(job(4), 50.0, None, 0.0) == 100.0     # n1 + n2 from 100 to 150
+    plan = plan_for(("a", 100.0, {0: 2, 1: 1}))
+    assert plan.reserve(job(4), 50.0, None) == 100.0     # n1 + n2 from 100 to 150
     room, masked = plan.room_now(99.5)                      # a job ending before 100 may use them
     assert not masked and room[:, 1].tolist() == [0, 1, 2]
     room, masked = plan.room_now(100.0)                     # one ending at 100 may not (Slurm: <=)
@@ -56,41 +112,31 @@ def test_a_reservation_blocks_its_nodes_whole_during_its_window() -> None:
 
 
 def test_later_jobs_are_planned_around_earlier_reservations() -> None:
-    free, ends = running(("a", 100.0, {0: 2, 1: 2, 2: 2}))
-    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
-    assert plan.reserve(job(6), 50.0, None, 0.0) == 100.0
-    assert plan.reserve(job(2), 10.0, None, 0.0) == 150.0   # after the first reservation's window
+    plan = plan_for(("a", 100.0, {0: 2, 1: 2, 2: 2}))
+    assert plan.reserve(job(6), 50.0, None) == 100.0
+    assert plan.reserve(job(2), 10.0, None) == 150.0   # after the first reservation's window
 
 
 def test_jobs_started_in_the_pass_release_at_their_limit() -> None:
-    free, ends = running(("a", 100.0, {0: 2}))
-    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
+    plan = plan_for(("a", 100.0, {0: 2}))
     plan.started(40.0, np.array([1, 2]), np.array([GPU * 2, GPU * 2]))
-    assert plan.reserve(job(4), 10.0, None, 0.0) == 40.0
+    assert plan.reserve(job(4), 10.0, None) == 40.0
 
 
 def test_no_reservation_beyond_the_window() -> None:
-    free, ends = running(("a", 5000.0, {0: 2, 1: 2, 2: 2}))
-    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=3600.0)
-    assert plan.reserve(job(2), 10.0, None, 0.0) is None and plan.reservations == []
-    wide = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
-    assert wide.reserve(job(2), 10.0, None, 0.0) == 5000.0
-
-
-def test_an_identical_earlier_job_bounds_the_search() -> None:
-    free, ends = running(("a", 100.0, {0: 2}), ("b", 200.0, {1: 2}))
-    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9)
-    assert plan.reserve(job(2), 10.0, None, 150.0) == 200.0   # 0 and 100 are not even tried
+    jobs = ("a", 5000.0, {0: 2, 1: 2, 2: 2}),
+    plan = plan_for(*jobs, window=3600.0)
+    assert plan.reserve(job(2), 10.0, None) is None and plan.reservations == []
+    assert plan_for(*jobs).reserve(job(2), 10.0, None) == 5000.0
 
 
 def test_a_shape_that_fits_nowhere_is_still_searched_with_a_shorter_limit() -> None:
     # n1, n2 free at 100, n3 at 200; the 6-GPU job is planned on all three at 200-250
-    free, ends = running(("a", 100.0, {0: 2, 1: 2}), ("b", 200.0, {2: 2}))
-    plan = BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=220.0)
-    assert plan.reserve(job(6), 50.0, None, 0.0) == 200.0
-    assert plan.reserve(job(2), 120.0, None, 0.0) is None   # 100-220 overlaps it; 250 is too late
-    assert plan.reserve(job(2), 90.0, None, 0.0) == 100.0   # 100-190 does not
-    assert plan.reserve(job(2), 150.0, None, 0.0) is None
+    plan = plan_for(("a", 100.0, {0: 2, 1: 2}), ("b", 200.0, {2: 2}), window=220.0)
+    assert plan.reserve(job(6), 50.0, None) == 200.0
+    assert plan.reserve(job(2), 120.0, None) is None   # 100-220 overlaps it; 250 is too late
+    assert plan.reserve(job(2), 90.0, None) == 100.0   # 100-190 does not
+    assert plan.reserve(job(2), 150.0, None) is None
 
 
 class _Forgets(dict):

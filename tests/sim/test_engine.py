@@ -57,7 +57,8 @@ def exact(job_id: str, submit: float, workers: int, seconds: float) -> Job:
 
 
 def simulate(nodes, jobs, truth, policy: str = "slurm-default", **kw):
-    kw.setdefault("scheduler", SchedulerConfig(bf_interval_s=0))  # a backfill pass at every change
+    # a backfill pass at every change; reservations on 1-s slots (Slurm's default is 60 s, below)
+    kw.setdefault("scheduler", SchedulerConfig(bf_interval_s=0, bf_resolution_s=1))
     return Simulation(nodes, jobs, Advisor(make_policy(policy)), truth, **kw).run()
 
 
@@ -88,6 +89,15 @@ def test_golden_fifo_with_backfill() -> None:
     assert summary["avg_jct"] == pytest.approx((100 + 50 + 70 + 120 + 160) / 5)
     assert summary["avg_queueing"] == pytest.approx((0 + 0 + 30 + 90 + 100) / 5)
     assert summary["utilization"] == pytest.approx((2 * 100 + 2 * 50 + 2 * 40 + 4 * 30 + 2 * 60) / (4 * 190))
+
+
+def test_at_the_default_bf_resolution_a_reservation_holds_its_nodes_from_the_slot_it_starts_in() -> None:
+    # the golden case above with bf_resolution=60 (Slurm's default): j3's reservation at 100 is
+    # entered in the map from 60, so j4 (50 to 90) may not backfill ahead of it
+    jobs = [exact("j1", 0, 2, 100), exact("j2", 0, 2, 50), exact("j3", 10, 4, 30),
+            exact("j4", 20, 2, 40), exact("j5", 30, 2, 60)]
+    result = simulate(TWO_NODES, jobs, ConstantSpeed(), scheduler=SchedulerConfig(bf_interval_s=0))
+    assert times(result)["j3"] == (100, 130) and times(result)["j4"][0] >= 130
 
 
 def test_without_a_blocked_head_the_queue_is_plain_fifo() -> None:
