@@ -122,9 +122,12 @@ class AdviceService:
         snapshot, partition_issue = self._in_partition(snapshot, fields.get("partition"))
         advice = self.advisor.advise(snapshot, job, self._rng) if partition_issue is None else \
             Advice(job.id, None, self.advisor.policy.name, reason=partition_issue)
-        placement, reason = self._expressed(snapshot, job, advice)
-        own = placement is not None and self.pins and slurms_choice(snapshot, job, fields, placement,
-                                                                    topology=self.has_switches)
+        # Compared before expressing: pinned, Slurm lays tasks out by its own rule for pinned
+        # nodes, which can differ from what it would choose unpinned (expressible.py), so an
+        # advice equal to Slurm's own choice would be pinned into something else.
+        own = advice.placement is not None and self.pins and slurms_choice(
+            snapshot, job, fields, advice.placement, topology=self.has_switches)
+        placement, reason = (advice.placement, "") if own else self._expressed(snapshot, job, advice)
         layout = _layout(placement)
         action = "observe" if own else self._action(mode, placement, advice, snapshot, job)
         cap_nodes = advice.max_nodes

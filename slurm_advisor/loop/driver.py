@@ -72,8 +72,9 @@ class LoopDaemon:
                               models_dir=models_dir, policy="learned", refresh_s=_NEVER_S, pin_bound_s=_NEVER_S,
                               claim_ttl_s=_NEVER_S, client_timeout_s=600.0,
                               slurm_user=pwd.getpwuid(self.uid).pw_name).validated()
-        service = AdviceService(Advisor(SlurmDefaultPolicy()), express, model_version=None,
-                                has_switches=any(n.switch for n in nodes))
+        # The loop's Slurm is the simulator's slurm-default: select/cons_tres without
+        # topology/tree, so the daemon must compare with, and cap for, that Slurm.
+        service = AdviceService(Advisor(SlurmDefaultPolicy()), express, model_version=None, has_switches=False)
         self.daemon = Daemon(config, self.source, self.queue, service, Store.open(db))
         self.server = AdvisorServer(config.socket, self.daemon.dispatcher(), config.client_timeout_s)
         self.daemon.start()

@@ -154,9 +154,19 @@ def test_hold_is_a_cap_only_in_enforce_mode():
 
 
 def test_a_layout_slurm_cannot_express_is_not_pinned():
-    svc = AdviceService(Advisor(SlurmDefaultPolicy()), lambda s, j, p: None)
+    svc = AdviceService(Advisor(SpreadPolicy()), lambda s, j, p: None)  # spread: not Slurm's own choice
     reply, _, _, placement = svc.advise(ClusterSnapshot.empty(NODES), marked(), "advise")
     assert reply["action"] == "none" and "cannot lay" in reply["reason"] and placement is None
+
+
+def test_slurms_own_choice_is_compared_before_it_is_expressed():
+    """Pinned, Slurm lays tasks out by its own rule for pinned nodes, which may not give the
+    counts it chooses unpinned: an advice equal to its own choice is left to it, whatever the
+    expressed layout would have been (here one it cannot express at all)."""
+    svc = AdviceService(Advisor(SlurmDefaultPolicy()), lambda s, j, p: None)
+    reply, decision, _, placement = svc.advise(ClusterSnapshot.empty(NODES), marked(workers=6), "advise")
+    assert reply["action"] == "observe" and SLURMS_CHOICE in reply["reason"]
+    assert placement is not None and decision.would  # claimed and recorded as Slurm will place it
 
 
 def test_decision_ids_are_unique_increasing_and_of_the_documented_form():

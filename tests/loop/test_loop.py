@@ -78,8 +78,11 @@ def test_cycles_through_the_daemon_store_samples_outcomes_and_retrain(site) -> N
 
 
 def test_a_promoted_model_is_served_in_the_next_cycle(site) -> None:
-    # margin 0 and no MAPE bar: the first candidate is promoted if it is no worse than slurm-default
-    result = _loop(site, "--margin", "0", "--max-mape", "1000")
+    # margin 0 and no MAPE bar: the first candidate is promoted if it is no worse than slurm-default.
+    # Training seed 2: on this tiny budget seeds 0 and 1 pick pack as the teacher, which the gate
+    # then finds worse than slurm-default (the gate itself is tested in tests/retrain); this test
+    # is about a promoted model being served, so it needs a candidate that is promoted.
+    result = _loop(site, "--margin", "0", "--max-mape", "1000", "--hyper", "seed=2")
     assert result.exit_code == 0, result.output
     first, second = json.loads(result.stdout)
     assert first["promoted"], first["retrain"]
