@@ -31,6 +31,7 @@ from slurm_advisor.errors import InputError
 from slurm_advisor.learned.checkpoint import DEFAULT_MODEL_DIR
 from slurm_advisor.policies.pack import PackPolicy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+from slurm_advisor.policies.spread import SpreadPolicy
 from slurm_advisor.sim.clusterfile import default_cluster
 from slurm_advisor.store import Store
 
@@ -59,12 +60,14 @@ def site(tmp_path):
                       f'models_dir = "{tmp_path}"\n')
     snapshot = ClusterSnapshot.empty(default_cluster())
     packer = AdviceService(Advisor(PackPolicy()), express)
-    spreader = AdviceService(Advisor(SlurmDefaultPolicy()), express)
+    slurm = AdviceService(Advisor(SlurmDefaultPolicy()), express)
+    # spread: not what Slurm would choose (one node), so it is pinned; pack's one node is Slurm's own choice
+    spreader = AdviceService(Advisor(SpreadPolicy()), express)
     made = {}
-    made["placed"] = packer.advise(snapshot, fields(), "advise")[1]
+    made["placed"] = spreader.advise(snapshot, fields(), "advise")[1]
     made["none"] = packer.advise(snapshot, fields(workers=200), "advise")[1]        # fits nowhere: a fallback
     made["observed"] = packer.advise(snapshot, fields(workers=7), "observe")[1]      # would: one node
-    made["same"] = spreader.advise(snapshot, fields(workers=3), "observe")[1]
+    made["same"] = slurm.advise(snapshot, fields(workers=3), "observe")[1]
     made["old"] = replace(packer.advise(snapshot, fields(), "observe")[1],
                           time=datetime.now(UTC) - timedelta(days=3))
     with Store.open(str(db)) as store:
