@@ -5,8 +5,8 @@ on examples/clusters/16x8.toml under a ground truth (``contention`` by default) 
 ``slurm_advisor.loop``: the jobs ask the daemon (slurm-default until a model is promoted), report
 their speeds and end with outcomes, then retrain decides. Per cycle: avg JCT of what the daemon
 served vs slurm-default on the same trace (in the plain simulator, and served through the daemon
-all along, "sd/daemon": the daemon's path itself lays tasks out as Slurm does on pinned nodes,
-daemon/expressible.py, which alone moves avg JCT), the MAPE of the speed model the cycle's retrain
+all along, "sd/daemon": it equals the plain figure now that the daemon leaves Slurm's own choice
+to Slurm; a difference would be the daemon's path itself), the MAPE of the speed model the cycle's retrain
 produced on the *next* cycle's observations, and whether it was promoted (and why not).
 
     python benchmarks/closed_loop.py --out benchmarks/results/closed_loop.json
