@@ -119,11 +119,9 @@ def summarize(setting: dict, loads) -> dict:
             row[str(load)] = {"avg_jct_h": jct / 3600, "vs_slurm": jct / float(np.mean([c[0] for c in ref])),
                               "vs_slurm_range": [min(per_trace), max(per_trace)],
                               "growth": float(np.mean([c[1] for c in cell])), "timeouts": sum(c[2] for c in cell)}
-        sustained = [load for load in loads if row[str(load)]["growth"] < GROWTH_LIMIT]
-        # the highest load below which every swept load is sustained
-        highest = 0.0
+        highest = 0.0  # the highest load up to which every swept load is sustained
         for load in loads:
-            if load not in sustained:
+            if row[str(load)]["growth"] >= GROWTH_LIMIT:
                 break
             highest = load
         out[name] = {"by_load": row, "sustains": highest}
