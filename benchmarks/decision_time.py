@@ -9,7 +9,10 @@ cluster that has run for a while. Each decision is timed on a fresh snapshot obj
 simulator and the daemon make one per decision); between decisions the advised job starts and
 a random running job ends, so the load stays near its level.
 
-    python benchmarks/decision_time.py [--sizes 16,1000,10000] [--decisions 300]
+    python benchmarks/decision_time.py [--sizes 16,1000,10000] [--decisions 300] [--search-model DIR]
+
+``--search-model`` adds a row for the search (``learned/search.py``) over that model directory
+(it needs a model trained with the site speed model; the shipped default has the older one).
 
 Columns: p50/p99/max over all decisions (each at its fastest of ``--repeats`` tries), the p99
 over the Philly-like and the large-mix decisions apart, and the p99 of the first tries.
@@ -35,7 +38,7 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Node, RunningJob
 from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.agent import LearnedPolicy
 from slurm_advisor.learned.patience import PatientPolicy
-from slurm_advisor.policies import make_policy
+from slurm_advisor.policies import PolicyContext, make_policy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 
@@ -94,7 +97,7 @@ def loaded_snapshot(nodes: tuple[Node, ...], load: float = 0.6, seed: int = 0) -
     return ClusterSnapshot(nodes, free, tuple(running), 0.0)
 
 
-def advisors(nodes) -> dict[str, Advisor]:
+def advisors(nodes, search_model: Path | None = None) -> dict[str, Advisor]:
     ckpt = checkpoint.load(None)
     speed = ckpt.speed_model
     slurm = SlurmDefaultPolicy()
@@ -109,6 +112,8 @@ def advisors(nodes) -> dict[str, Advisor]:
         "network, patience 0.85": Advisor(PatientPolicy(network(), speed, 0.85), fallback=slurm),
         "slurm-default, patience 0.85": Advisor(PatientPolicy(SlurmDefaultPolicy(), speed, 0.85),
                                                 fallback=slurm),
+        **({"search": Advisor(make_policy("search", PolicyContext(model_dir=search_model)), fallback=slurm)}
+           if search_model else {}),
     }
 
 
@@ -155,6 +160,7 @@ def main(argv=None) -> int:
     ap.add_argument("--decisions", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=3, help="tries per decision; the fastest counts")
     ap.add_argument("--only", default="", help="comma-separated policy rows to run (default: all)")
+    ap.add_argument("--search-model", type=Path, help="a model directory to time the search over")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "decision_time.json")
     args = ap.parse_args(argv)
     rows = {}
@@ -166,7 +172,7 @@ def main(argv=None) -> int:
         base = loaded_snapshot(nodes)
         gpu_load = 1 - base.free_array()[:, 1].sum() / base.layout.capacity[:, 1].sum()
         build_s = time.perf_counter() - t0
-        for name, advisor in advisors(nodes).items():
+        for name, advisor in advisors(nodes, args.search_model).items():
             if args.only and name not in args.only.split(","):
                 continue
             advisor.advise(base, job_stream(1, 99)[0], np.random.default_rng(0))  # warm caches

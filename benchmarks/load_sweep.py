@@ -9,7 +9,9 @@ every policy runs every test trace at every load of ``LOADS``. For each truth an
 2. the learned policy is trained on them, once per training seed (``--train-seeds``), at
    ``TRAIN_LOAD``, within the retraining cron's budget;
 3. every baseline of the registry (``policies.BASELINES``: slurm-default, slurm-topo and the
-   rules) and each trained model run the test traces at each load under the ground truth.
+   rules), each trained model (``learned``: as training deployed it) and the search over each
+   trained model (``search``: ``learned/search.py``, the model's speed ensemble weighing every
+   proposer's placement and "hold") run the test traces at each load under the ground truth.
 
 Truths: ``contention`` (the project's) and ``site-holdout`` (``benchmarks/truths/site_holdout.py``,
 frozen before it was first used here; its traces carry the site's own type names, none of them
@@ -44,6 +46,7 @@ from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.policies import BASELINES
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+from slurm_advisor.sim.runner import compare
 from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
 
@@ -90,13 +93,16 @@ def sweep_setting(nodes, truth, raw, hp: Hyper, train_seeds, loads, log) -> dict
 
 
 def _evaluate(nodes, jobs, truth, trained: dict[str, Path]) -> dict:
-    """Every baseline and trained model on ``jobs``; ``lif`` uses the interference profile
-    fitted beside the first training seed's model (``experiment.evaluate`` takes it from the
-    model named ``learned``)."""
+    """Every baseline, trained model and search over it on ``jobs``; ``lif`` uses the interference
+    profile fitted beside the first training seed's model (``experiment.evaluate`` takes it from
+    the model named ``learned``)."""
     first, *others = trained
     models = {"learned": trained[first], **{k: trained[k] for k in others}}
     results = evaluate(nodes, jobs, truth, BASELINES, models, seed=0)
     results[first] = results.pop("learned")
+    for name, directory in trained.items():  # learned/seedS -> search/seedS
+        results[name.replace("learned/", "search/")] = compare(nodes, jobs, truth, ["search"], seed=0,
+                                                                model_dir=directory)["search"]
     return results
 
 
@@ -104,10 +110,11 @@ def summarize(setting: dict, loads) -> dict:
     """Per policy (trained seeds pooled as 'learned'): mean avg JCT per load, ratio to
     slurm-default per load (mean of means) with the per-trace range, growth, sustained load."""
     runs = setting["runs"]
-    learned = [k for k in runs if k.startswith("learned/")]
     pooled = dict(runs)
-    if learned:
-        pooled["learned"] = {str(load): [x for k in learned for x in runs[k][str(load)]] for load in loads}
+    for kind in POOLED:
+        seeds = [k for k in runs if k.startswith(kind + "/")]
+        if seeds:
+            pooled[kind] = {str(load): [x for k in seeds for x in runs[k][str(load)]] for load in loads}
     out = {}
     for name, by_load in pooled.items():
         row = {}
@@ -128,22 +135,25 @@ def summarize(setting: dict, loads) -> dict:
     return out
 
 
+POOLED = ("learned", "search")  # one row per training seed, pooled over seeds
+
+
 def best_baseline(summary: dict, load: str) -> str:
     return min((b for b in BASELINES if b in summary), key=lambda b: summary[b]["by_load"][load]["avg_jct_h"])
 
 
 def print_table(key: str, summary: dict, setting: dict, loads) -> None:
-    print(f"\n== {key}: avg JCT (h), mean over test traces; learned = mean over training seeds "
+    print(f"\n== {key}: avg JCT (h), mean over test traces; learned, search = mean over training seeds "
           f"(deployed {setting['deployed']}; speed-model MAPE on unseen placements "
           f"{ {k: round(v, 3) for k, v in setting['speed_mape_unseen'].items()} })")
     print(f"{'policy':<18}" + "".join(f"{'load ' + str(x):>12}" for x in loads) + f"{'sustains':>10}")
     for name, s in summary.items():
         print(f"{name:<18}" + "".join(f"{s['by_load'][str(x)]['avg_jct_h']:>12.2f}" for x in loads)
               + f"{s['sustains']:>10}")
-    if "learned" in summary:
-        print("learned vs slurm-default (per-trace range) | vs the best baseline at that load:")
+    for kind in (k for k in POOLED if k in summary):
+        print(f"{kind} vs slurm-default (per-trace range) | vs the best baseline at that load:")
         for x in loads:
-            c = summary["learned"]["by_load"][str(x)]
+            c = summary[kind]["by_load"][str(x)]
             best = best_baseline(summary, str(x))
             ratio = c["avg_jct_h"] / summary[best]["by_load"][str(x)]["avg_jct_h"]
             print(f"  load {x}: {c['vs_slurm']:.3f} ({c['vs_slurm_range'][0]:.2f}-{c['vs_slurm_range'][1]:.2f})"
@@ -157,7 +167,7 @@ def plot(summary: dict, loads, path: Path, title: str) -> None:
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for name, s in summary.items():
-        if name.startswith("learned/"):
+        if "/" in name:  # one training seed's row: the pooled row is plotted
             continue
         ax.plot(loads, [s["by_load"][str(x)]["avg_jct_h"] for x in loads], marker="o", label=name)
     ax.set_yscale("log")

@@ -44,3 +44,25 @@ def load_learned_policy(model_dir: Path | None) -> Policy:
     if patience > 0:  # hold jobs by the fitted speed model's predictions, as training judged it
         inner = PatientPolicy(inner, ckpt.speed_model, patience)
     return inner if deploy == "network" else GatedPolicy(inner)
+
+
+def load_search_policy(model_dir: Path | None) -> Policy:
+    """`search` over a trained model: Slurm's own choice as the base, the trained network and
+    every placement baseline as proposers, scored by the model's fitted speed ensemble."""
+    from slurm_advisor.errors import InputError
+    from slurm_advisor.learned.search import SearchPolicy
+    from slurm_advisor.policies import PolicyContext, make_policy
+    from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+
+    ckpt = checkpoint.load(model_dir)
+    if not hasattr(ckpt.speed_model, "log_speeds_all"):
+        where = model_dir or checkpoint.DEFAULT_MODEL_DIR
+        raise InputError(f"{where}: policy 'search' needs a model trained with the site speed model "
+                         "(meta.json speed_kind: site); this one has the older MLP speed model: retrain it")
+    network = LearnedPolicy(ckpt.policy, ckpt.schema, mode="greedy")
+    ctx = PolicyContext(model_dir=model_dir)
+    proposers = [network, *(make_policy(name, ctx) for name in SEARCH_PROPOSERS)]
+    return SearchPolicy(SlurmDefaultPolicy(), proposers, ckpt.speed_model)
+
+
+SEARCH_PROPOSERS = ("slurm-topo", "lif", "tetris", "pack", "spread")

@@ -68,6 +68,11 @@ def _learned(ctx: PolicyContext) -> Policy:
     return load_learned_policy(ctx.model_dir)
 
 
+def _search(ctx: PolicyContext) -> Policy:
+    from slurm_advisor.learned.policy_adapter import load_search_policy
+    return load_search_policy(ctx.model_dir)
+
+
 POLICIES: dict[str, Callable[[PolicyContext], Policy]] = {
     "slurm-default": _slurm_default,
     "slurm-topo": _slurm_topo,
@@ -78,6 +83,7 @@ POLICIES: dict[str, Callable[[PolicyContext], Policy]] = {
     "lif": _lif,
     "oracle": _oracle,
     "learned": _learned,
+    "search": _search,
 }
 
 BASELINES = ("slurm-default", "slurm-topo", "pack", "spread", "random", "tetris", "lif")

@@ -1,12 +1,28 @@
 """One conformance test over every registered policy: valid, within capacity, seeded, honest None."""
+import atexit
+import functools
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Resources
+from slurm_advisor.learned import checkpoint
+from slurm_advisor.learned.experiment import record
+from slurm_advisor.learned.features import FeatureSchema
+from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.learned.policy_net import PolicyNet
+from slurm_advisor.learned.site_speed import fit_site_model
 from slurm_advisor.policies import POLICIES, PolicyContext, make_policy
+from slurm_advisor.policies.base import Hold
+from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.speedmodels.contention import ContentionSpeedModel
 
 NAMES = [name for name in POLICIES if name != "learned"]  # learned needs a trained checkpoint
+HOLDING = {"search"}  # may answer Hold: it weighs waiting against starting with a speed model
 
 NODES = (Node("a1", 32, 8, 256_000, "s1"), Node("a2", 32, 8, 256_000, "s1"),
          Node("a3", 16, 4, 128_000, "s1"), Node("b1", 32, 8, 256_000, "s2"),
@@ -44,7 +60,23 @@ FITTING = [
 
 
 def build(name: str):
-    return make_policy(name, PolicyContext(truth=ContentionSpeedModel()))
+    model_dir = _site_model() if name == "search" else None  # search weighs with a site speed model
+    return make_policy(name, PolicyContext(truth=ContentionSpeedModel(), model_dir=model_dir))
+
+
+@functools.cache
+def _site_model() -> Path:
+    """A small model directory with a site speed model fitted on speeds logged on these nodes
+    (the network untrained: search only takes its proposal when the speed model agrees)."""
+    hp = replace(Hyper(seed=1), speed_epochs=15, speed_hidden=16, speed_members=3)
+    samples = record(NODES, synthetic_jobs(30, seed=2, mix="large", arrival_rate_per_h=2.0),
+                     ContentionSpeedModel(), ("slurm-default", "spread"), seed=0)
+    speed, _ = fit_site_model(samples, hp)
+    schema = FeatureSchema()
+    directory = Path(tempfile.mkdtemp(prefix="conformance-search-"))
+    atexit.register(shutil.rmtree, directory, True)
+    return checkpoint.save(directory, PolicyNet(schema.node_dim, schema.global_dim, hp.hidden), speed, schema,
+                           hp, {"deploy": "network"})
 
 
 @pytest.mark.parametrize("snapshot_name", SNAPSHOTS)
@@ -56,6 +88,10 @@ def test_policy_conformance(name: str, snapshot_name: str) -> None:
     for j in FITTING:
         placement = policy.place(snap, j, np.random.default_rng(3))
         assert placement is not None, f"{name} could not place {j.id}"
+        if isinstance(placement, Hold):  # a deliberate wait, from a policy that judges speed only
+            assert name in HOLDING and placement.reason and placement.max_nodes >= 1, (name, j.id)
+            assert build(name).place(snap, j, np.random.default_rng(3)) == placement
+            continue
         assert placement.job_id == j.id
         assert tuple(t.role for t in placement.tasks) == j.roles()
         assert all(t.node in {n.name for n in NODES} for t in placement.tasks)
