@@ -66,17 +66,29 @@ def traces(mix: str, types, n: int, tests: int) -> tuple[list, list, list[list]]
     return make(TRAIN_SEED), make(JUDGE_SEED), [make(s) for s in TEST_SEEDS[:tests]]
 
 
-def sweep_setting(nodes, truth, raw, hp: Hyper, train_seeds, loads, log) -> dict:
+def sweep_setting(nodes, truth, raw, hp: Hyper, train_seeds, loads, log, models: Path | None = None) -> dict:
+    """``models``: where the trained models are kept (``seed<S>/learned``); a model already there
+    is evaluated again rather than retrained (same traces, same hyper-parameters: a new policy
+    over the same models, e.g. ``search``, costs no training)."""
     raw_train, raw_judge, raw_tests = raw
     train_jobs = at_offered_load(raw_train, nodes, truth, TRAIN_LOAD)
     judge_jobs = at_offered_load(raw_judge, nodes, truth, TRAIN_LOAD)
     first_test = at_offered_load(raw_tests[0], nodes, truth, TRAIN_LOAD)
     runs: dict[str, dict[str, list]] = {}  # policy -> load -> [(avg_jct, growth), ...] over traces
     trained, deployed, mape = {}, {}, {}
-    with tempfile.TemporaryDirectory() as work:
+    with tempfile.TemporaryDirectory() as scratch:
+        work = models if models is not None else Path(scratch)
         for s in train_seeds:
+            kept = work / f"seed{s}" / "learned"
+            if (kept / "meta.json").exists():
+                meta = json.loads((kept / "meta.json").read_text())
+                trained[f"learned/seed{s}"] = kept
+                deployed[f"seed{s}"] = meta["deploy"] + (f" (patience {meta['patience']})" if meta["patience"] else "")
+                mape[f"seed{s}"] = None  # measured when it was trained
+                log(f"seed {s}: kept model {kept}, deployed {deployed[f'seed{s}']}")
+                continue
             started = time.process_time()
-            res = run_experiment(nodes, train_jobs, first_test, truth, Path(work) / f"seed{s}",
+            res = run_experiment(nodes, train_jobs, first_test, truth, work / f"seed{s}",
                                  replace(hp, seed=s), judge_jobs=judge_jobs, baselines=[], seed=s, log=log)
             trained[f"learned/seed{s}"] = res.models["learned"]
             deployed[f"seed{s}"] = res.deployed["learned"]
@@ -145,7 +157,7 @@ def best_baseline(summary: dict, load: str) -> str:
 def print_table(key: str, summary: dict, setting: dict, loads) -> None:
     print(f"\n== {key}: avg JCT (h), mean over test traces; learned, search = mean over training seeds "
           f"(deployed {setting['deployed']}; speed-model MAPE on unseen placements "
-          f"{ {k: round(v, 3) for k, v in setting['speed_mape_unseen'].items()} })")
+          f"{ {k: v if v is None else round(v, 3) for k, v in setting['speed_mape_unseen'].items()} })")
     print(f"{'policy':<18}" + "".join(f"{'load ' + str(x):>12}" for x in loads) + f"{'sustains':>10}")
     for name, s in summary.items():
         print(f"{name:<18}" + "".join(f"{s['by_load'][str(x)]['avg_jct_h']:>12.2f}" for x in loads)
@@ -188,6 +200,9 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="", help="comma-separated truth:workload settings to run")
     ap.add_argument("--train-seeds", default="0,1", help="comma-separated training seeds")
     ap.add_argument("--jobs", type=int, default=300, help="jobs per trace")
+    ap.add_argument("--models", type=Path, help="keep the trained models here (<truth>-<workload>/seed<S>/); "
+                                                "models already there are evaluated, not retrained")
+    ap.add_argument("--loads", default="", help="comma-separated offered loads (default: 0.3,0.5,0.7,0.9,1.1)")
     args = ap.parse_args(argv)
     hp = Hyper()
     n, tests, loads = args.jobs, len(TEST_SEEDS), LOADS
@@ -195,6 +210,8 @@ def main(argv=None) -> int:
         hp = replace(hp, rl_episodes=3, episode_jobs=60, speed_epochs=20, warm_episodes=1, warm_epochs=10)
         n, tests, loads = 80, 2, (0.3, 0.7, 1.1)
     seeds = [int(s) for s in args.train_seeds.split(",") if s]
+    if args.loads:
+        loads = tuple(float(x) for x in args.loads.split(","))
     nodes = read_cluster(REPO / "examples" / "clusters" / "16x8.toml")
     only = {s for s in args.only.split(",") if s}
     out = {"cluster": "16x8", "loads": list(loads), "train_load": TRAIN_LOAD, "train_seeds": seeds,
@@ -208,7 +225,8 @@ def main(argv=None) -> int:
                 continue
             started = time.time()
             setting = sweep_setting(nodes, truth, traces(mix, types, n, tests), hp, seeds, loads,
-                                    lambda m, k=key: print(f"  [{k}] {m}", file=sys.stderr))
+                                    lambda m, k=key: print(f"  [{k}] {m}", file=sys.stderr, flush=True),
+                                    models=args.models / f"{tname}-{mix}" if args.models else None)
             summary = summarize(setting, loads)
             out["settings"][key] = {"summary": summary, "deployed": setting["deployed"],
                                     "speed_mape_unseen": setting["speed_mape_unseen"],

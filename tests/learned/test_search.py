@@ -42,8 +42,8 @@ class Ensemble(SiteSpeedModel):
     - 1) + share * other tasks on its nodes); ``spread`` per member says how much it thinks
     spanning nodes costs."""
 
-    def __init__(self, spread: tuple[float, ...], share: float = 0.0):
-        self.vocab, self.spread, self.share = TypeVocab(), np.array(spread), share
+    def __init__(self, spread: tuple[float, ...], share: float | tuple[float, ...] = 0.0):
+        self.vocab, self.spread, self.share = TypeVocab(), np.array(spread), np.array(share)
 
     def log_speeds_all(self, contexts):
         out = []
@@ -68,15 +68,29 @@ def test_a_candidate_every_member_prefers_replaces_slurms_choice() -> None:
 
 
 def test_a_candidate_only_one_member_likes_is_not_taken() -> None:
-    job = make_job("j", num_workers=4)
-    spread, packed = Placement.of(job, ["n00", "n01", "n02", "n03"]), Placement.of(job, ["n00"] * 4)
-    snap = ClusterSnapshot.empty(NODES, time=0.0)
-    doubtful = SearchPolicy(Fixed("base", packed), [Fixed("spread", spread)], Ensemble((-0.2, 0.3, 0.8)), hold=False)
-    assert doubtful.place(snap, job, RNG) == packed
-    assert doubtful.last["spread"] < 0
-    convinced = SearchPolicy(Fixed("base", packed), [Fixed("spread", spread)], Ensemble((-0.2, -0.1, -0.15)),
+    """Beside a running job or on two idle nodes: the members disagree on what sharing costs."""
+    busy = replace(make_job("busy", num_workers=2), iterations=1e6)
+    snap = snapshot_with(NODES, (busy, ["n00", "n01"]), time=0.0)
+    job = make_job("j", num_workers=2)
+    beside, apart = Placement.of(job, ["n00", "n01"]), Placement.of(job, ["n02", "n03"])
+    doubtful = SearchPolicy(Fixed("base", beside), [Fixed("apart", apart)], Ensemble((0.1, 0.1, 0.1), (-0.1, 0.3, 0.5)),
+                            hold=False)
+    assert doubtful.place(snap, job, RNG) == beside
+    assert doubtful.last["apart"] < 0
+    convinced = SearchPolicy(Fixed("base", beside), [Fixed("apart", apart)], Ensemble((0.1, 0.1, 0.1), (0.2, 0.3, 0.5)),
                              hold=False)
-    assert convinced.place(snap, job, RNG) == spread
+    assert convinced.place(snap, job, RNG) == apart
+
+
+def test_a_candidate_on_more_nodes_than_slurms_choice_is_not_weighed() -> None:
+    """Spreading a job out leaves fragments the queue waits for, which one step does not see:
+    even when every member prefers it, the search does not take a wider placement."""
+    job = make_job("j", num_workers=4)
+    packed, spread = Placement.of(job, ["n00"] * 4), Placement.of(job, ["n00", "n01", "n02", "n03"])
+    snap = ClusterSnapshot.empty(NODES, time=0.0)
+    search = SearchPolicy(Fixed("base", packed), [Fixed("spread", spread)], Ensemble((-0.2, -0.1, -0.15)), hold=False)
+    assert search.place(snap, job, RNG) == packed
+    assert "spread" not in search.last
 
 
 def test_the_neighbours_slowdown_counts_against_a_candidate() -> None:
