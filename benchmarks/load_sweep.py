@@ -33,13 +33,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):  # tiny matrix products: threads only cost (cli.main)
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # after the thread settings
 
 from slurm_advisor.learned.experiment import evaluate, run_experiment
 from slurm_advisor.learned.hyper import Hyper

@@ -1,6 +1,7 @@
 """The `slurm-advisor` command. Each subcommand is a short click function over library code."""
 from __future__ import annotations
 
+import os
 import sys
 from enum import IntEnum
 
@@ -51,5 +52,11 @@ def _register() -> None:
 
 
 def main() -> None:
+    # Every matrix product the advisor makes is tiny (a decision's nodes, a batch of speed
+    # contexts): BLAS and torch threads only add overhead, and on a host whose cores are busy
+    # (slurmctld's, a simulation beside another) their spin-waits made a decision 10-60x slower.
+    # Set before numpy and torch load; a site can still choose by setting the variables itself.
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
     _register()
     cli()
