@@ -163,12 +163,12 @@ def _hyper(meta_path: Path, raw: object) -> Hyper:
 
 
 def _deployment(meta_path: Path, meta: dict) -> None:
-    """'deploy' (the network or a baseline heuristic) and 'patience' (a share in [0, 1])."""
+    """'deploy' (the network, the search or a baseline heuristic) and 'patience' (a share in [0, 1])."""
     from slurm_advisor.policies import BASELINES
 
     deploy = meta.get("deploy", "network")
-    if deploy not in ("network", *BASELINES):
-        raise InputError(f"{meta_path}: field 'deploy' must be one of network, {', '.join(BASELINES)}; "
+    if deploy not in ("network", "search", *BASELINES):
+        raise InputError(f"{meta_path}: field 'deploy' must be one of network, search, {', '.join(BASELINES)}; "
                          f"got {deploy!r}")
     patience = meta.get("patience", 0.0)
     if isinstance(patience, bool) or not isinstance(patience, int | float) or not 0 <= patience <= 1:

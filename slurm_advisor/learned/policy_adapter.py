@@ -4,7 +4,8 @@ Training records whether the network beat its teacher heuristic (under the fitte
 on the training trace). If it did not, the model directory deploys the teacher instead: the
 advisor never ships a policy that its own evaluation found worse than the rule it learned from.
 Either may hold jobs for a better placement (``patience``, see ``patience.py``) if training
-found that it pays.
+found that it pays. Or training found the search (``search.py``) best: it weighs the network's
+placement, the baselines' and "hold" with the model's speed ensemble.
 """
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ def load_learned_policy(model_dir: Path | None) -> Policy:
 
     ckpt = checkpoint.load(model_dir)
     deploy = ckpt.meta.get("deploy", "network")
+    if deploy == "search":  # it holds by its own weighing: no patience on top
+        return GatedPolicy(_search(ckpt, model_dir))
     inner = LearnedPolicy(ckpt.policy, ckpt.schema, mode="greedy") if deploy == "network" else make_policy(deploy)
     patience = float(ckpt.meta.get("patience", 0.0))
     if patience > 0:  # hold jobs by the fitted speed model's predictions, as training judged it
@@ -49,20 +52,17 @@ def load_learned_policy(model_dir: Path | None) -> Policy:
 def load_search_policy(model_dir: Path | None) -> Policy:
     """`search` over a trained model: Slurm's own choice as the base, the trained network and
     every placement baseline as proposers, scored by the model's fitted speed ensemble."""
-    from slurm_advisor.errors import InputError
-    from slurm_advisor.learned.search import SearchPolicy
-    from slurm_advisor.policies import PolicyContext, make_policy
-    from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+    return _search(checkpoint.load(model_dir), model_dir)
 
-    ckpt = checkpoint.load(model_dir)
+
+def _search(ckpt: checkpoint.Checkpoint, model_dir: Path | None) -> Policy:
+    from slurm_advisor.errors import InputError
+    from slurm_advisor.learned.search import search_over
+    from slurm_advisor.policies.lif import profile_for_model
+
     if not hasattr(ckpt.speed_model, "log_speeds_all"):
         where = model_dir or checkpoint.DEFAULT_MODEL_DIR
         raise InputError(f"{where}: policy 'search' needs a model trained with the site speed model "
                          "(meta.json speed_kind: site); this one has the older MLP speed model: retrain it")
     network = LearnedPolicy(ckpt.policy, ckpt.schema, mode="greedy")
-    ctx = PolicyContext(model_dir=model_dir)
-    proposers = [network, *(make_policy(name, ctx) for name in SEARCH_PROPOSERS)]
-    return SearchPolicy(SlurmDefaultPolicy(), proposers, ckpt.speed_model)
-
-
-SEARCH_PROPOSERS = ("slurm-topo", "lif", "tetris", "pack", "spread")
+    return search_over(network, ckpt.speed_model, profile_for_model(model_dir))

@@ -46,6 +46,19 @@ from slurm_advisor.learned.patience import PatientPolicy
 from slurm_advisor.policies.base import Hold, Policy
 
 DEFAULT_MARGIN = 0.02  # the least relative gain on the job's own run time, under every member
+PROPOSERS = ("slurm-topo", "lif", "tetris", "pack", "spread")  # beside Slurm's choice and the network's
+
+
+def search_over(network: Policy, speed, lif_profile=None, *, hold: bool = True) -> SearchPolicy:
+    """The search as deployed: slurm-default as the base; the trained network and every baseline
+    of ``PROPOSERS`` (``lif`` with the profile fitted beside the model) as proposers."""
+    from slurm_advisor.policies import make_policy
+    from slurm_advisor.policies.lif import InterferenceProfile, LifPolicy
+    from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+
+    proposers = [network, *(LifPolicy(lif_profile or InterferenceProfile()) if name == "lif" else make_policy(name)
+                            for name in PROPOSERS)]
+    return SearchPolicy(SlurmDefaultPolicy(), proposers, speed, hold=hold)
 
 
 class SearchPolicy:

@@ -36,6 +36,7 @@ from slurm_advisor.learned.rl import (
     imitation_step,
     jobs_in_system_returns,
 )
+from slurm_advisor.learned.search import search_over
 from slurm_advisor.learned.site_speed import SiteSpeedModel, fit_site_model
 from slurm_advisor.policies import make_policy
 from slurm_advisor.policies.base import Policy
@@ -183,7 +184,7 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
                                        levels=PATIENCE_LEVELS if ablation.holding else (0.0,))
     report.judge = _judge_source(samples, judge_samples)
     report.judge_scores = _judge(net, teacher, report.chosen, fitted, judge_samples or samples, nodes, validation,
-                                 schema, hp)
+                                 schema, hp, report.lif_profile)
     report.deploy, report.patience = report.promotion(hp.promote_margin)
     curve = " ".join(f"{c['validation_jct'] / 3600:.1f}" for c in report.curve if c["validation_jct"] is not None)
     proposer, patience = report.chosen
@@ -200,8 +201,12 @@ def _hours(jcts: Sequence[float]) -> str:
     return "/".join(f"{x / 3600:.1f}" for x in jcts) + " h"
 
 
-def deployable(net: PolicyNet, schema: FeatureSchema, proposer: str, patience: float, speed) -> Policy:
-    """The policy as it would be deployed: the network or a heuristic, holding jobs per ``patience``."""
+def deployable(net: PolicyNet, schema: FeatureSchema, proposer: str, patience: float, speed,
+               lif_profile: InterferenceProfile | None = None) -> Policy:
+    """The policy as it would be deployed: the network or a heuristic, holding jobs per
+    ``patience``; or the search over the network and the baselines, which holds by itself."""
+    if proposer == "search":
+        return search_over(LearnedPolicy(net, schema, mode="greedy"), speed, lif_profile)
     inner = LearnedPolicy(net, schema, mode="greedy") if proposer == "network" else make_policy(proposer)
     return PatientPolicy(inner, speed, patience) if patience > 0 else inner
 
@@ -210,7 +215,8 @@ def _with_patience(net, teacher: str, report: TrainReport, fitted, nodes, valida
                    schema: FeatureSchema, hp: Hyper, proposers: tuple[str, ...],
                    levels: tuple[float, ...]) -> dict[tuple[str, float], tuple[float, ...]]:
     """Replay the validation traces under the fitted model for each proposer at every patience
-    level (the plain teacher was already replayed when it was chosen)."""
+    level (the plain teacher was already replayed when it was chosen); with the network and
+    holding, also the search over them (``search.py``: holding is one of its candidates)."""
     out = {}
     for proposer in proposers:
         for patience in levels:
@@ -220,6 +226,10 @@ def _with_patience(net, teacher: str, report: TrainReport, fitted, nodes, valida
                 out[(proposer, patience)] = replay(
                     nodes, validation, lambda p=proposer, k=patience: deployable(net, schema, p, k, fitted),
                     fitted, hp.seed)
+    if "network" in proposers and any(levels):
+        out[("search", 0.0)] = replay(
+            nodes, validation, lambda: deployable(net, schema, "search", 0.0, fitted, report.lif_profile),
+            fitted, hp.seed)
     return out
 
 
@@ -230,12 +240,14 @@ def _judge_source(samples: Sequence[SpeedSample], judge_samples: Sequence[SpeedS
 
 
 def _judge(net: PolicyNet, teacher: str, chosen: tuple[str, float], fitted, samples, nodes,
-           validation: list[list[Job]], schema: FeatureSchema, hp: Hyper) -> dict[str, tuple[float, ...]]:
+           validation: list[list[Job]], schema: FeatureSchema, hp: Hyper,
+           lif_profile: InterferenceProfile | None = None) -> dict[str, tuple[float, ...]]:
     """Replay the validation traces under a second speed model fitted on ``samples`` (the judge's
     own, when there are any) with another seed and split. The chosen candidate still holds jobs
     by the *fitted* model's predictions, as deployed."""
     judge, _ = fit_site_model(samples, replace(hp, seed=hp.seed + 1))
-    return {"chosen": replay(nodes, validation, lambda: deployable(net, schema, *chosen, fitted), judge, hp.seed),
+    return {"chosen": replay(nodes, validation, lambda: deployable(net, schema, *chosen, fitted, lif_profile),
+                             judge, hp.seed),
             "teacher": replay(nodes, validation, lambda: make_policy(teacher), judge, hp.seed)}
 
 

@@ -158,3 +158,26 @@ def test_search_needs_a_site_speed_model() -> None:
     """The shipped default model has the older MLP speed model: the error says so and what to do."""
     with pytest.raises(InputError, match="site speed model.*retrain"):
         make_policy("search")
+
+
+def test_a_model_that_deploys_the_search_loads_as_learned(site_model_dir, tmp_path) -> None:
+    """Training's gate may deploy the search (meta.json ``deploy: search``): the registry's
+    `learned` is then the search over that model, under the learned name, holding by itself."""
+    import json
+    import shutil
+
+    from slurm_advisor.learned.policy_adapter import GatedPolicy
+    from slurm_advisor.policies import PolicyContext
+
+    model = tmp_path / "model"
+    shutil.copytree(site_model_dir, model)
+    meta = json.loads((model / "meta.json").read_text())
+    (model / "meta.json").write_text(json.dumps({**meta, "deploy": "search", "patience": 0.0}))
+    policy = make_policy("learned", PolicyContext(model_dir=model))
+    assert isinstance(policy, GatedPolicy) and isinstance(policy.teacher, SearchPolicy) and policy.name == "learned"
+    snap = ClusterSnapshot.empty(make_nodes(4))
+    job = make_job("j", num_workers=3)
+    assert policy.place(snap, job, RNG) == SlurmDefaultPolicy().place(snap, job)  # an idle cluster: Slurm's choice
+    (model / "meta.json").write_text(json.dumps({**meta, "deploy": "seach"}))
+    with pytest.raises(InputError, match="'deploy' must be one of network, search,"):
+        make_policy("learned", PolicyContext(model_dir=model))

@@ -58,9 +58,10 @@ def test_curve_has_one_point_per_episode_plus_the_start(trained) -> None:
 
 
 def test_every_patience_level_is_replayed_for_network_and_teacher(trained) -> None:
+    """... and the search over the network (which holds by itself: no patience level)."""
     from slurm_advisor.learned.patience import PATIENCE_LEVELS
     report, _ = trained
-    expected = {(p, k) for p in ("network", report.teacher) for k in PATIENCE_LEVELS}
+    expected = {(p, k) for p in ("network", report.teacher) for k in PATIENCE_LEVELS} | {("search", 0.0)}
     assert set(report.candidates) == expected
     # the network's replay of the trace as logged is the RL model selection's (determinism)
     assert report.candidates[("network", 0.0)][0] == report.best_validation_jct

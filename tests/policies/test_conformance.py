@@ -1,24 +1,12 @@
 """One conformance test over every registered policy: valid, within capacity, seeded, honest None."""
-import atexit
-import functools
-import shutil
-import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Resources
-from slurm_advisor.learned import checkpoint
-from slurm_advisor.learned.experiment import record
-from slurm_advisor.learned.features import FeatureSchema
-from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.learned.policy_net import PolicyNet
-from slurm_advisor.learned.site_speed import fit_site_model
 from slurm_advisor.policies import POLICIES, PolicyContext, make_policy
 from slurm_advisor.policies.base import Hold
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.speedmodels.contention import ContentionSpeedModel
 
 NAMES = [name for name in POLICIES if name != "learned"]  # learned needs a trained checkpoint
@@ -59,38 +47,23 @@ FITTING = [
 ]
 
 
-def build(name: str):
-    model_dir = _site_model() if name == "search" else None  # search weighs with a site speed model
+def build(name: str, site_model: Path):
+    model_dir = site_model if name == "search" else None  # search weighs with a site speed model
     return make_policy(name, PolicyContext(truth=ContentionSpeedModel(), model_dir=model_dir))
-
-
-@functools.cache
-def _site_model() -> Path:
-    """A small model directory with a site speed model fitted on speeds logged on these nodes
-    (the network untrained: search only takes its proposal when the speed model agrees)."""
-    hp = replace(Hyper(seed=1), speed_epochs=15, speed_hidden=16, speed_members=3)
-    samples = record(NODES, synthetic_jobs(30, seed=2, mix="large", arrival_rate_per_h=2.0),
-                     ContentionSpeedModel(), ("slurm-default", "spread"), seed=0)
-    speed, _ = fit_site_model(samples, hp)
-    schema = FeatureSchema()
-    directory = Path(tempfile.mkdtemp(prefix="conformance-search-"))
-    atexit.register(shutil.rmtree, directory, True)
-    return checkpoint.save(directory, PolicyNet(schema.node_dim, schema.global_dim, hp.hidden), speed, schema,
-                           hp, {"deploy": "network"})
 
 
 @pytest.mark.parametrize("snapshot_name", SNAPSHOTS)
 @pytest.mark.parametrize("name", NAMES)
-def test_policy_conformance(name: str, snapshot_name: str) -> None:
+def test_policy_conformance(name: str, snapshot_name: str, site_model_dir: Path) -> None:
     snap = SNAPSHOTS[snapshot_name]
-    policy = build(name)
+    policy = build(name, site_model_dir)
     assert policy.name == name
     for j in FITTING:
         placement = policy.place(snap, j, np.random.default_rng(3))
         assert placement is not None, f"{name} could not place {j.id}"
         if isinstance(placement, Hold):  # a deliberate wait, from a policy that judges speed only
             assert name in HOLDING and placement.reason and placement.max_nodes >= 1, (name, j.id)
-            assert build(name).place(snap, j, np.random.default_rng(3)) == placement
+            assert build(name, site_model_dir).place(snap, j, np.random.default_rng(3)) == placement
             continue
         assert placement.job_id == j.id
         assert tuple(t.role for t in placement.tasks) == j.roles()
@@ -98,7 +71,7 @@ def test_policy_conformance(name: str, snapshot_name: str) -> None:
         assert snap.fits(j, placement), f"{name} over-commits for {j.id}: {placement}"
         snap.with_job(j, placement)  # does not raise
         # same seed -> same placement, also from a fresh policy object
-        again = build(name).place(snap, j, np.random.default_rng(3))
+        again = build(name, site_model_dir).place(snap, j, np.random.default_rng(3))
         assert again == placement
         assert policy.place(snap, j, np.random.default_rng(3)) == placement
         scores = policy.score_nodes(snap, j)
@@ -106,9 +79,9 @@ def test_policy_conformance(name: str, snapshot_name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_policy_returns_none_when_the_job_cannot_fit(name: str) -> None:
+def test_policy_returns_none_when_the_job_cannot_fit(name: str, site_model_dir: Path) -> None:
     snap = SNAPSHOTS["busy"]  # free GPUs: a1 2, a2 5, a3 1, b1 7, b2 7
-    policy = build(name)
+    policy = build(name, site_model_dir)
     too_wide = job("wide", "resnet50", 0, 9, BIG_WORKER)          # 36 GPUs > 22 free
     too_tall = job("tall", "resnet50", 0, 1, Resources(4, 9, 1))  # no node has 9 GPUs
     fragmented = job("frag", "resnet50", 0, 4, BIG_WORKER)        # 4 x 4 GPUs: only a2, b1, b2 hold one
