@@ -18,7 +18,8 @@ frozen before it was first used here; its traces carry the site's own type names
 known to ``jobtypes``). Nothing is tuned on the held-out truth's results.
 
 Traces (synthetic, none shares a job with another): training seed 211, judge seed 212, test seeds
-201, 202, 203 (no other benchmark uses them) -- first used on 2026-12-01; a design change made after looking at a loss here turns
+201, 202, 203 (no other benchmark uses them) -- first used on 2026-12-01, then for the search and
+the gate that may deploy it (both decided before those figures were seen); a design change made after looking at a loss here turns
 them into validation traces and the next figures need new seeds. Workloads: ``large`` (4-16
 workers: placement matters) and ``philly`` (mostly 1-GPU jobs: it barely does).
 
