@@ -97,8 +97,8 @@ class SearchPolicy:
     def _candidates(self, snapshot, job, base: Placement, rng) -> list[tuple[str, Placement]]:
         """(name, placement) for the base first, then each distinct proposal on no more nodes than
         the base: a placement over more nodes than Slurm's leaves fragments that the jobs behind
-        it queue for, which a one-step look-ahead does not see (on validation traces, letting
-        spread, tetris and lif spread jobs out made the search 1.3x slower than slurm-default)."""
+        it queue for, which a one-step look-ahead does not see (on a validation trace, letting
+        spread, tetris and lif spread jobs out made the search slower than slurm-default)."""
         out, seen = [(self.base.name, base)], {_shape(base)}
         proposals = [(p.name, p.place(snapshot, job, rng)) for p in self.proposers]
         proposals.append(("ps-beside-workers", _ps_beside_workers(snapshot, job, base)))
@@ -132,18 +132,14 @@ class SearchPolicy:
         the job's own run time on it."""
         nodes = _Nodes(snapshot)
         now = snapshot.time
-        neighbours: dict[str, RunningJob] = {}
-        per_candidate: list[list[RunningJob]] = []
-        for p in placements:
-            near = {rj.job.id: rj for n in p.nodes() for rj in snapshot.jobs_on(n) if rj.job.id != job.id}
-            per_candidate.append(list(near.values()))
-            neighbours.update(near)
-        nbs = list(neighbours.values())
-        contexts = [F.job_context(rj, _co_runners(snapshot, rj), nodes, self.speed.vocab) for rj in nbs]
+        per_candidate = [_sharing(snapshot, p, job.id) for p in placements]
+        nbs = list({rj.job.id: rj for near in per_candidate for rj in near}.values())
+        co_runners = {rj.job.id: _sharing(snapshot, rj.placement, rj.job.id) for rj in nbs}  # once each
+        contexts = [F.job_context(rj, co_runners[rj.job.id], nodes, self.speed.vocab) for rj in nbs]
         for p, near in zip(placements, per_candidate):
             subject = RunningJob(job, p, now)
             contexts.append(F.job_context(subject, near, nodes, self.speed.vocab))
-            contexts += [F.job_context(rj, [*_co_runners(snapshot, rj), subject], nodes, self.speed.vocab)
+            contexts += [F.job_context(rj, [*co_runners[rj.job.id], subject], nodes, self.speed.vocab)
                          for rj in near]
         speeds = np.maximum(np.exp(self.speed.log_speeds_all(contexts)), 1e-9)  # [members, contexts]
         at = {rj.job.id: i for i, rj in enumerate(nbs)}
@@ -165,9 +161,10 @@ def _remaining(rj: RunningJob, now: float, speed: np.ndarray) -> np.ndarray:
     return np.maximum(0.1 * rj.job.iterations, rj.job.iterations - max(0.0, now - rj.start_time) * speed)
 
 
-def _co_runners(snapshot: ClusterSnapshot, rj: RunningJob) -> list[RunningJob]:
-    return list({o.job.id: o for n in rj.placement.nodes() for o in snapshot.jobs_on(n)
-                 if o.job.id != rj.job.id}.values())
+def _sharing(snapshot: ClusterSnapshot, placement: Placement, job_id: str) -> list[RunningJob]:
+    """The running jobs other than ``job_id`` with a task on a node of ``placement``, once each."""
+    return list({o.job.id: o for n in placement.nodes() for o in snapshot.jobs_on(n)
+                 if o.job.id != job_id}.values())
 
 
 def _shape(p: Placement) -> tuple:
