@@ -18,9 +18,11 @@ frozen before it was first used here; its traces carry the site's own type names
 known to ``jobtypes``). Nothing is tuned on the held-out truth's results.
 
 Traces (synthetic, none shares a job with another): training seed 211, judge seed 212, test seeds
-201, 202, 203 (no other benchmark uses them) -- first used on 2026-12-01, then for the search and
-the gate that may deploy it (both decided before those figures were seen); a design change made after looking at a loss here turns
-them into validation traces and the next figures need new seeds. Workloads: ``large`` (4-16
+401, 402, 403 (no other benchmark uses them), first used on 2026-12-02 for the distilled network
+and teacher-relative RL. A design change made after looking at a loss here turns them into
+validation traces and the next figures need new seeds. Seeds 201-203 were the test traces until
+then (first used on 2026-12-01, then for the search): validation traces now, beside 221 and 222,
+on which the training changes of 2026-12-02 were chosen. Workloads: ``large`` (4-16
 workers: placement matters) and ``philly`` (mostly 1-GPU jobs: it barely does).
 
 A policy *sustains* a load when its queue does not grow over the arrivals
@@ -38,6 +40,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -48,6 +51,7 @@ import numpy as np  # after the thread settings
 
 from slurm_advisor.learned.experiment import evaluate, run_experiment
 from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.learned.train import Ablation
 from slurm_advisor.policies import BASELINES
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
@@ -59,9 +63,14 @@ REPO = Path(__file__).resolve().parents[1]
 LOADS = (0.3, 0.5, 0.7, 0.9, 1.1)
 TRAIN_LOAD = 0.6
 GROWTH_LIMIT = 0.05
-TRAIN_SEED, JUDGE_SEED, TEST_SEEDS = 211, 212, (201, 202, 203)
+TRAIN_SEED, JUDGE_SEED, TEST_SEEDS = 211, 212, (401, 402, 403)
 SITE_TYPES = ("ctr-ranker-v3", "asr-conformer-l", "vit-h-pretrain", "seg-unet-3d", "gnn-sage-prod",
               "lm-lora-13b", "diffusion-xl", "tabular-sweep")  # as the held-out site names its jobs
+# --ablations: each trained beside `learned`, on the same samples, per training seed (issue 12 item 3).
+ABLATIONS = {"no-distill": Ablation(distill=False), "no-rl": Ablation(rl=False),
+             "no-network": Ablation(network=False), "no-holding": Ablation(holding=False),
+             "no-replay": Ablation(replay=False), "no-exploration": Ablation(exploration=False),
+             "no-warm-start": Ablation(warm_start=False)}
 TRUTHS = {"contention": ("contention", None),
           "site-holdout": (f"{REPO / 'benchmarks' / 'truths' / 'site_holdout.py'}:SiteHoldoutSpeeds", SITE_TYPES)}
 
@@ -71,10 +80,11 @@ def traces(mix: str, types, n: int, tests: int) -> tuple[list, list, list[list]]
     return make(TRAIN_SEED), make(JUDGE_SEED), [make(s) for s in TEST_SEEDS[:tests]]
 
 
-def sweep_setting(nodes, truth, raw, hp: Hyper, train_seeds, loads, log, models: Path | None = None) -> dict:
-    """``models``: where the trained models are kept (``seed<S>/learned``); a model already there
-    is evaluated again rather than retrained (same traces, same hyper-parameters: a new policy
-    over the same models, e.g. ``search``, costs no training)."""
+def sweep_setting(nodes, truth, raw, hp: Hyper, train_seeds, loads, log, models: Path | None = None,
+                  ablations: Sequence[str] = ()) -> dict:
+    """``models``: where the trained models are kept (``seed<S>/learned``, ``seed<S>/<ablation>``);
+    models already there are evaluated again rather than retrained (same traces, same
+    hyper-parameters: a new policy over the same models, e.g. ``search``, costs no training)."""
     raw_train, raw_judge, raw_tests = raw
     train_jobs = at_offered_load(raw_train, nodes, truth, TRAIN_LOAD)
     judge_jobs = at_offered_load(raw_judge, nodes, truth, TRAIN_LOAD)
@@ -84,21 +94,27 @@ def sweep_setting(nodes, truth, raw, hp: Hyper, train_seeds, loads, log, models:
     with tempfile.TemporaryDirectory() as scratch:
         work = models if models is not None else Path(scratch)
         for s in train_seeds:
-            kept = work / f"seed{s}" / "learned"
-            if (kept / "meta.json").exists():
-                meta = json.loads((kept / "meta.json").read_text())
-                trained[f"learned/seed{s}"] = kept
-                deployed[f"seed{s}"] = meta["deploy"] + (f" (patience {meta['patience']})" if meta["patience"] else "")
+            names = ("learned", *ablations)
+            kept = {name: work / f"seed{s}" / name for name in names}
+            if all((d / "meta.json").exists() for d in kept.values()):
+                for name, d in kept.items():
+                    meta = json.loads((d / "meta.json").read_text())
+                    trained[f"{name}/seed{s}"] = d
+                    deployed[f"{name}/seed{s}"] = meta["deploy"] + (f" (patience {meta['patience']})"
+                                                                    if meta["patience"] else "")
                 mape[f"seed{s}"] = None  # measured when it was trained
-                log(f"seed {s}: kept model {kept}, deployed {deployed[f'seed{s}']}")
+                log(f"seed {s}: kept models {sorted(kept)}, deployed {deployed}")
                 continue
             started = time.process_time()
             res = run_experiment(nodes, train_jobs, first_test, truth, work / f"seed{s}",
-                                 replace(hp, seed=s), judge_jobs=judge_jobs, baselines=[], seed=s, log=log)
-            trained[f"learned/seed{s}"] = res.models["learned"]
-            deployed[f"seed{s}"] = res.deployed["learned"]
+                                 replace(hp, seed=s), judge_jobs=judge_jobs, baselines=[], seed=s, log=log,
+                                 ablations={name: ABLATIONS[name] for name in ablations})
+            for name in names:
+                trained[f"{name}/seed{s}"] = res.models[name]
+                deployed[f"{name}/seed{s}"] = res.deployed[name]
             mape[f"seed{s}"] = res.speed_mape_unseen
-            log(f"seed {s}: trained in {time.process_time() - started:.0f} CPU-s, deployed {res.deployed['learned']}")
+            log(f"seed {s}: trained in {time.process_time() - started:.0f} CPU-s "
+                f"({ {k: round(v) for k, v in res.train_seconds.items()} } s wall each), deployed {res.deployed}")
         for load in loads:
             for raw_test in raw_tests:
                 jobs = at_offered_load(raw_test, nodes, truth, load)
@@ -110,16 +126,17 @@ def sweep_setting(nodes, truth, raw, hp: Hyper, train_seeds, loads, log, models:
 
 
 def _evaluate(nodes, jobs, truth, trained: dict[str, Path]) -> dict:
-    """Every baseline, trained model and search over it on ``jobs``; ``lif`` uses the interference
-    profile fitted beside the first training seed's model (``experiment.evaluate`` takes it from
-    the model named ``learned``)."""
+    """Every baseline, trained model and the search over each ``learned`` model on ``jobs``;
+    ``lif`` uses the interference profile fitted beside the first training seed's model
+    (``experiment.evaluate`` takes it from the model named ``learned``)."""
     first, *others = trained
     models = {"learned": trained[first], **{k: trained[k] for k in others}}
     results = evaluate(nodes, jobs, truth, BASELINES, models, seed=0)
     results[first] = results.pop("learned")
     for name, directory in trained.items():  # learned/seedS -> search/seedS
-        results[name.replace("learned/", "search/")] = compare(nodes, jobs, truth, ["search"], seed=0,
-                                                                model_dir=directory)["search"]
+        if name.startswith("learned/"):
+            results[name.replace("learned/", "search/")] = compare(nodes, jobs, truth, ["search"], seed=0,
+                                                                    model_dir=directory)["search"]
     return results
 
 
@@ -128,10 +145,9 @@ def summarize(setting: dict, loads) -> dict:
     slurm-default per load (mean of means) with the per-trace range, growth, sustained load."""
     runs = setting["runs"]
     pooled = dict(runs)
-    for kind in POOLED:
+    for kind in pooled_kinds(runs):
         seeds = [k for k in runs if k.startswith(kind + "/")]
-        if seeds:
-            pooled[kind] = {str(load): [x for k in seeds for x in runs[k][str(load)]] for load in loads}
+        pooled[kind] = {str(load): [x for k in seeds for x in runs[k][str(load)]] for load in loads}
     out = {}
     for name, by_load in pooled.items():
         row = {}
@@ -152,7 +168,9 @@ def summarize(setting: dict, loads) -> dict:
     return out
 
 
-POOLED = ("learned", "search")  # one row per training seed, pooled over seeds
+def pooled_kinds(runs) -> list[str]:
+    """The trained rows, each one per training seed (``learned/seed0``): pooled over seeds."""
+    return list(dict.fromkeys(k.split("/")[0] for k in runs if "/" in k))
 
 
 def best_baseline(summary: dict, load: str) -> str:
@@ -167,7 +185,7 @@ def print_table(key: str, summary: dict, setting: dict, loads) -> None:
     for name, s in summary.items():
         print(f"{name:<18}" + "".join(f"{s['by_load'][str(x)]['avg_jct_h']:>12.2f}" for x in loads)
               + f"{s['sustains']:>10}")
-    for kind in (k for k in POOLED if k in summary):
+    for kind in pooled_kinds(setting["runs"]):
         print(f"{kind} vs slurm-default (per-trace range) | vs the best baseline at that load:")
         for x in loads:
             c = summary[kind]["by_load"][str(x)]
@@ -207,6 +225,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=300, help="jobs per trace")
     ap.add_argument("--models", type=Path, help="keep the trained models here (<truth>-<workload>/seed<S>/); "
                                                 "models already there are evaluated, not retrained")
+    ap.add_argument("--ablations", default="", help=f"comma-separated variants trained beside learned: {','.join(ABLATIONS)}")
     ap.add_argument("--loads", default="", help="comma-separated offered loads (default: 0.3,0.5,0.7,0.9,1.1)")
     args = ap.parse_args(argv)
     hp = Hyper()
@@ -215,6 +234,9 @@ def main(argv=None) -> int:
         hp = replace(hp, rl_episodes=3, episode_jobs=60, speed_epochs=20, warm_episodes=1, warm_epochs=10)
         n, tests, loads = 80, 2, (0.3, 0.7, 1.1)
     seeds = [int(s) for s in args.train_seeds.split(",") if s]
+    unknown = sorted({a for a in args.ablations.split(",") if a} - set(ABLATIONS))
+    if unknown:
+        ap.error(f"--ablations: unknown {', '.join(unknown)} (known: {', '.join(ABLATIONS)})")
     if args.loads:
         loads = tuple(float(x) for x in args.loads.split(","))
     nodes = read_cluster(REPO / "examples" / "clusters" / "16x8.toml")
@@ -231,7 +253,8 @@ def main(argv=None) -> int:
             started = time.time()
             setting = sweep_setting(nodes, truth, traces(mix, types, n, tests), hp, seeds, loads,
                                     lambda m, k=key: print(f"  [{k}] {m}", file=sys.stderr, flush=True),
-                                    models=args.models / f"{tname}-{mix}" if args.models else None)
+                                    models=args.models / f"{tname}-{mix}" if args.models else None,
+                                    ablations=[a for a in args.ablations.split(",") if a])
             summary = summarize(setting, loads)
             out["settings"][key] = {"summary": summary, "deployed": setting["deployed"],
                                     "speed_mape_unseen": setting["speed_mape_unseen"],

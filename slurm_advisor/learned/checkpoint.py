@@ -147,7 +147,8 @@ def _types(meta_path: Path, meta: dict) -> tuple[str, ...]:
 
 
 def _hyper(meta_path: Path, raw: object) -> Hyper:
-    """Known hyperparameters must have their default's type (an int where a float is due is fine)."""
+    """Known hyperparameters must have their default's type (an int where a float is due is fine;
+    a tuple is a list of numbers in JSON)."""
     if not isinstance(raw, dict):
         raise InputError(f"{meta_path}: field 'hyper' must be a JSON object, got {type(raw).__name__}")
     defaults = Hyper()
@@ -155,11 +156,24 @@ def _hyper(meta_path: Path, raw: object) -> Hyper:
         if f.name not in raw:
             continue
         value, want = raw[f.name], type(getattr(defaults, f.name))
-        ok = (isinstance(value, want) or (want is float and isinstance(value, int))) and not isinstance(value, bool)
+        if want is tuple:
+            ok = isinstance(value, list) and bool(value) and all(_number(x) and x > 0 for x in value)
+        else:
+            ok = (isinstance(value, want) or (want is float and isinstance(value, int))) and not isinstance(value, bool)
         if not ok or (f.name in ("hidden", "speed_hidden") and value < 1):
             raise InputError(f"{meta_path}: field 'hyper.{f.name}' must be a "
-                             f"{'positive ' if f.name.endswith('hidden') else ''}{want.__name__}, got {value!r}")
+                             f"{_kind(f.name, want)}, got {value!r}")
     return Hyper.from_dict(raw)
+
+
+def _kind(name: str, want: type) -> str:
+    if want is tuple:
+        return "non-empty list of positive numbers"
+    return ("positive " if name.endswith("hidden") else "") + want.__name__
+
+
+def _number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _deployment(meta_path: Path, meta: dict) -> None:

@@ -21,6 +21,10 @@ class Hyper:
     warm_episodes: int = 3           # heuristic episodes to imitate
     warm_epochs: int = 30            # passes over the imitation data
     warm_lr: float = 5e-3            # DL2's supervised learning rate
+    # distilling the search (DAgger, learned/distill.py)
+    dagger_rounds: int = 4           # roll-in episodes labelled by the search (0: no distillation)
+    dagger_beta: float = 0.5         # round r follows the search with probability beta^r, else the network
+    dagger_epochs: int = 8           # passes over all labels so far after each round
     # actor-critic
     rl_episodes: int = 60            # simulated episodes of RL
     rl_lr: float = 1e-4              # Adam learning rate for actor and critic (DL2)
@@ -30,6 +34,9 @@ class Hyper:
     gamma: float = 0.99              # discount per reward interval
     reward_interval_s: float = 3600.0  # Harmony's interval: progress is summed per interval
     reward: str = "progress"         # "progress" (Harmony) or "jobs-in-system" (Little's law, = avg JCT)
+    advantage: str = "critic"        # "critic": G - V(s); "teacher": G minus the teacher's G on the same
+    #                                  episode (arrivals, seed), then - V(s) of that relative return
+    episode_rates: tuple = (1.0,)    # each episode's arrivals are sped up by a rate drawn from these
     minibatch: int = 256             # decisions per gradient step
     updates_per_episode: int = 8     # gradient steps drawn from the replay buffer per episode
     replay_size: int = 8192          # FIFO experience replay (DL2's default)
@@ -47,4 +54,4 @@ class Hyper:
     @classmethod
     def from_dict(cls, d: dict) -> Hyper:
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in names})

@@ -1,5 +1,5 @@
-"""Training, end to end: speed model on recorded samples -> warm start -> actor-critic RL ->
-patience (when to hold a job) -> promotion gate.
+"""Training, end to end: speed model on recorded samples -> warm start -> distilling the search
+(DAgger, ``distill.py``) -> actor-critic RL -> patience (when to hold a job) -> promotion gate.
 
 The RL simulator runs on the *fitted* speed model, never on the ground truth: the policy is
 judged only by what was learned from logged speeds. Model selection replays the training trace
@@ -25,6 +25,7 @@ import torch
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.domain import Job, Node, SpeedSample
 from slurm_advisor.learned.agent import Decision, LearnedPolicy
+from slurm_advisor.learned.distill import DaggerRollIn
 from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.patience import PATIENCE_LEVELS, PatientPolicy
@@ -52,6 +53,8 @@ class Ablation:
     replay: bool = True
     exploration: bool = True
     warm_start: bool = True
+    distill: bool = True   # distil the search into the network (DAgger) before RL
+    rl: bool = True        # actor-critic after the warm start and the distillation
     holding: bool = True   # may hold jobs for a better placement (patience > 0)
     network: bool = True   # train the RL network (False: only the teacher heuristic, maybe holding)
 
@@ -178,7 +181,13 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
     if ablation.network:
         imitate = ablation.warm_start and init_policy is None
         anchor = _warm_start(net, episodes, make_policy(teacher), hp, log) if imitate else []
-        _reinforce(net, episodes, validation[0], teacher, ablation, report, bar, anchor)
+        if ablation.distill and hp.dagger_rounds:
+            anchor = _distill(net, episodes, report.lif_profile, hp, log)
+        if ablation.rl:
+            _reinforce(net, episodes, validation[0], teacher, ablation, report, bar, anchor)
+        else:
+            report.best_validation_jct = _validate(net, episodes, validation[0])
+            report.curve.append({"episode": 0, "validation_jct": report.best_validation_jct, "episode_jct": None})
     report.candidates = _with_patience(net, teacher, report, fitted, nodes, validation, schema, hp,
                                        proposers=("network", teacher) if ablation.network else (teacher,),
                                        levels=PATIENCE_LEVELS if ablation.holding else (0.0,))
@@ -268,22 +277,41 @@ class _Episodes:
         self.n = min(hp.episode_jobs, len(jobs))
         self.return_scale: float | None = None
 
-    def run(self, net: PolicyNet, explorers: tuple[Policy, ...], explore_prob: float
-            ) -> tuple[list[Decision], np.ndarray, float]:
+    def run(self, net: PolicyNet, explorers: tuple[Policy, ...], explore_prob: float,
+            reference: Policy | None = None) -> tuple[list[Decision], np.ndarray, float]:
+        policy = LearnedPolicy(net, self.schema, mode="sample", explorers=explorers, explore_prob=explore_prob)
+        returns, jct = self.play(policy, lambda: policy.decisions, reference)
+        return policy.decisions, returns, jct
+
+    def play(self, policy: Policy, decisions: Callable[[], list[Decision]], reference: Policy | None = None
+             ) -> tuple[np.ndarray, float]:
+        """One episode of ``policy`` on a random window of the trace, its arrivals sped up by a
+        rate drawn from ``Hyper.episode_rates``: the returns at the times of ``decisions()`` (read
+        after the episode) and the episode's avg JCT. With a ``reference`` policy the returns are
+        relative: minus the reference's return at the same times on the same window and seed
+        (a teacher-relative, input-dependent baseline: how much better than the teacher this
+        episode went, not how lucky its arrivals were)."""
         last_start = max(0, len(self.jobs) - self.n)
         start = int(self.rng.integers(last_start + 1))
-        jobs = window(self.jobs, start, self.n)
-        policy = LearnedPolicy(net, self.schema, mode="sample", explorers=explorers, explore_prob=explore_prob)
-        result = simulate(self.nodes, jobs, policy, self.fitted, int(self.rng.integers(1 << 30)), log_progress=True)
-        times = np.array([d.time for d in policy.decisions])
-        if self.hp.reward == "jobs-in-system":
-            spans = [(r.submit, r.end) for r in result.records]
-            returns = jobs_in_system_returns(times, spans, self.hp.gamma, self.hp.reward_interval_s)
-        else:
-            returns = discounted_returns(times, result.progress, self.hp.gamma, self.hp.reward_interval_s)
+        rates = self.hp.episode_rates
+        rate = float(rates[int(self.rng.integers(len(rates)))]) if len(rates) > 1 else float(rates[0])
+        jobs = [replace(j, submit_time=j.submit_time / rate) for j in window(self.jobs, start, self.n)]
+        seed = int(self.rng.integers(1 << 30))
+        result = simulate(self.nodes, jobs, policy, self.fitted, seed, log_progress=True)
+        times = np.array([d.time for d in decisions()])
+        returns = self._returns(times, result)
         if self.return_scale is None:  # fixed once so that returns stay comparable across episodes
             self.return_scale = float(np.mean(np.abs(returns))) or 1.0
-        return policy.decisions, returns / self.return_scale, avg_jct(result)
+        if reference is not None:
+            returns = returns - self._returns(times, simulate(self.nodes, jobs, reference, self.fitted, seed,
+                                                              log_progress=True))
+        return returns / self.return_scale, avg_jct(result)
+
+    def _returns(self, times: np.ndarray, result) -> np.ndarray:
+        if self.hp.reward == "jobs-in-system":
+            spans = [(r.submit, r.end) for r in result.records]
+            return jobs_in_system_returns(times, spans, self.hp.gamma, self.hp.reward_interval_s)
+        return discounted_returns(times, result.progress, self.hp.gamma, self.hp.reward_interval_s)
 
 
 def _warm_start(net: PolicyNet, episodes: _Episodes, teacher: Policy, hp: Hyper, log) -> list[Decision]:
@@ -304,6 +332,34 @@ def _warm_start(net: PolicyNet, episodes: _Episodes, teacher: Policy, hp: Hyper,
     return decisions
 
 
+def _distill(net: PolicyNet, episodes: _Episodes, lif_profile: InterferenceProfile, hp: Hyper, log
+             ) -> list[Decision]:
+    """DAgger rounds (``distill.py``): roll in with the network, label with the search over it,
+    train on every label so far. Returns the labels: RL's anchor (its teacher's decisions)."""
+    decisions: list[Decision] = []
+    returns: list[np.ndarray] = []
+    opt = torch.optim.Adam(net.parameters(), lr=hp.warm_lr)
+    losses = []
+    for r in range(1, hp.dagger_rounds + 1):
+        search = search_over(LearnedPolicy(net, episodes.schema, mode="greedy"), episodes.fitted, lif_profile)
+        roll_in = DaggerRollIn(net, episodes.schema, search, hp.dagger_beta ** r)
+        g, _ = episodes.play(roll_in, lambda r=roll_in: r.decisions)
+        decisions.extend(roll_in.decisions)
+        returns.append(g)
+        if not decisions:
+            continue
+        all_returns = np.concatenate(returns)
+        for _ in range(hp.dagger_epochs):
+            order = episodes.rng.permutation(len(decisions))
+            for chunk in np.array_split(order, max(1, len(order) // hp.minibatch)):
+                losses.append(imitation_step(net, opt, [decisions[i] for i in chunk], all_returns[chunk],
+                                             hp.value_weight))
+    if losses:
+        log(f"distilled the search: {len(decisions)} labels over {hp.dagger_rounds} DAgger rounds, "
+            f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+    return decisions
+
+
 def _reinforce(net: PolicyNet, episodes: _Episodes, validation: list[Job], teacher: str, ablation: Ablation,
                report: TrainReport, bar, anchor: list[Decision]) -> None:
     hp = episodes.hp
@@ -314,7 +370,8 @@ def _reinforce(net: PolicyNet, episodes: _Episodes, validation: list[Job], teach
     best_state, best = copy.deepcopy(net.state_dict()), _validate(net, episodes, validation)
     report.curve.append({"episode": 0, "validation_jct": best, "episode_jct": None})
     for ep in range(1, hp.rl_episodes + 1):
-        decisions, returns, jct = episodes.run(net, explorers, explore)
+        reference = make_policy(teacher) if hp.advantage == "teacher" else None
+        decisions, returns, jct = episodes.run(net, explorers, explore, reference)
         stats = _update(net, opt, replay, decisions, returns, hp, episodes.rng, ablation.replay, anchor)
         explore *= hp.explore_decay
         val = _validate(net, episodes, validation) if ep % hp.validate_every == 0 or ep == hp.rl_episodes else None

@@ -43,6 +43,22 @@ def test_warm_start_imitation_loss_falls(trained) -> None:
     assert last < first
 
 
+def test_the_search_is_distilled_into_the_network_before_rl(trained) -> None:
+    _, lines = trained
+    distilled = next(line for line in lines if line.startswith("distilled the search"))
+    labels = int(re.search(r"(\d+) labels over (\d+) DAgger rounds", distilled).group(1))
+    assert labels >= HP.episode_jobs  # a label per task of every job the search started, per round
+    assert lines.index(distilled) > next(i for i, line in enumerate(lines) if line.startswith("warm start"))
+
+
+def test_without_rl_the_distilled_network_is_still_a_candidate(samples, small_nodes, small_jobs) -> None:
+    lines: list[str] = []
+    report = train(samples, small_nodes, small_jobs, HP, Ablation(rl=False), log=lines.append)
+    assert [c["episode"] for c in report.curve] == [0] and report.best_validation_jct > 0
+    assert any(line.startswith("distilled the search") for line in lines)
+    assert report.candidates[("network", 0.0)][0] == report.best_validation_jct
+
+
 def test_curve_has_one_point_per_episode_plus_the_start(trained) -> None:
     report, _ = trained
     assert [c["episode"] for c in report.curve] == list(range(HP.rl_episodes + 1))
@@ -114,13 +130,13 @@ def test_same_seed_same_training(samples, small_nodes, small_jobs, trained) -> N
         {k: v for k, v in report.curve[1].items() if k not in drop}
 
 
-def test_ablations_without_replay_exploration_and_warm_start_still_train(samples, small_nodes,
-                                                                          small_jobs) -> None:
+def test_ablations_without_replay_exploration_warm_start_and_distillation_still_train(samples, small_nodes,
+                                                                                       small_jobs) -> None:
     lines: list[str] = []
-    ablation = Ablation(replay=False, exploration=False, warm_start=False)
+    ablation = Ablation(replay=False, exploration=False, warm_start=False, distill=False)
     report = train(samples, small_nodes, small_jobs, replace(HP, rl_episodes=1), ablation, log=lines.append)
     assert len(report.curve) == 2 and report.curve[1]["episode_jct"] > 0
-    assert not any(line.startswith("warm start") for line in lines)  # no imitation at all
+    assert not any(line.startswith(("warm start", "distilled")) for line in lines)  # no imitation at all
     assert all(torch.isfinite(p).all() for p in report.policy.parameters())
 
 
@@ -140,7 +156,7 @@ def test_holding_only_trains_no_network(samples, small_nodes, small_jobs) -> Non
     lines: list[str] = []
     report = train(samples, small_nodes, small_jobs, HP, Ablation(network=False), log=lines.append)
     assert report.curve == []  # no RL episode ran
-    assert not any(line.startswith("warm start") for line in lines)
+    assert not any(line.startswith(("warm start", "distilled")) for line in lines)
     assert {p for p, _ in report.candidates} == {report.teacher}  # the network is never a candidate
     assert report.deploy == report.teacher and report.deploy != "network"
 
