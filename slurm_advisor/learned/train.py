@@ -323,13 +323,20 @@ def _warm_start(net: PolicyNet, episodes: _Episodes, teacher: Policy, hp: Hyper,
         returns.append(g)
     all_returns = np.concatenate(returns)
     opt = torch.optim.Adam(net.parameters(), lr=hp.warm_lr)
-    losses = []
-    for _ in range(hp.warm_epochs):
-        order = episodes.rng.permutation(len(decisions))
-        for chunk in np.array_split(order, max(1, len(order) // hp.minibatch)):
-            losses.append(imitation_step(net, opt, [decisions[i] for i in chunk], all_returns[chunk], hp.value_weight))
+    losses = _imitate(net, opt, decisions, all_returns, hp.warm_epochs, hp, episodes.rng)
     log(f"warm start: imitated {len(decisions)} decisions of {teacher.name}, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     return decisions
+
+
+def _imitate(net: PolicyNet, opt, decisions: list[Decision], returns: np.ndarray, epochs: int, hp: Hyper,
+             rng: np.random.Generator) -> list[float]:
+    """``epochs`` shuffled passes of supervised steps over ``decisions``: the losses."""
+    losses = []
+    for _ in range(epochs):
+        order = rng.permutation(len(decisions))
+        for chunk in np.array_split(order, max(1, len(order) // hp.minibatch)):
+            losses.append(imitation_step(net, opt, [decisions[i] for i in chunk], returns[chunk], hp.value_weight))
+    return losses
 
 
 def _distill(net: PolicyNet, episodes: _Episodes, lif_profile: InterferenceProfile, hp: Hyper, log
@@ -348,12 +355,7 @@ def _distill(net: PolicyNet, episodes: _Episodes, lif_profile: InterferenceProfi
         returns.append(g)
         if not decisions:
             continue
-        all_returns = np.concatenate(returns)
-        for _ in range(hp.dagger_epochs):
-            order = episodes.rng.permutation(len(decisions))
-            for chunk in np.array_split(order, max(1, len(order) // hp.minibatch)):
-                losses.append(imitation_step(net, opt, [decisions[i] for i in chunk], all_returns[chunk],
-                                             hp.value_weight))
+        losses += _imitate(net, opt, decisions, np.concatenate(returns), hp.dagger_epochs, hp, episodes.rng)
     if losses:
         log(f"distilled the search: {len(decisions)} labels over {hp.dagger_rounds} DAgger rounds, "
             f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
