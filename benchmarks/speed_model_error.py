@@ -10,14 +10,18 @@ those samples alone, then judged on the samples logged while slurm-default and r
   (``truths/renamed.py``): what the model knows of each type then comes from the samples only.
   The model's settings are tuned here and on the plain truths;
 - ``site-holdout``: the frozen held-out truth (``truths/site_holdout.py``) on a site's types
-  (``ctr-ranker-v3`` ...), a law unlike any of the project's. Never tuned on: it is reported.
+  (``ctr-ranker-v3`` ...), a law unlike any of the project's. Never tuned on: it is reported;
+- ``straggler``: the closed loop's frozen plug-in (``truths/straggler.py``: a pace per node,
+  the job at its slowest node's). The node paces of ``site_net`` were added after the closed
+  loop missed its target on it, so it is a validation setting now, not a held-out one.
 
 Each setting fits both today's site model (``site_speed``: a vocabulary from the samples, a
 parametric form per type plus a residual, an ensemble) and the MLP every model used before
 (``speed_model``, one "unknown" slot for every type ``jobtypes`` does not know), each with
 ``--fit-seeds`` (default 0 and 1). Per model: MAPE over all test samples (mean over fit seeds)
-and its range over test traces and fit seeds -- how noisy the figure is. For the site model
-also the ensemble's spread (mean std of its members' log predictions) and how much larger the
+and its range over test traces and fit seeds -- how noisy the figure is. "no pace" is the
+same site model fitted without node slots (every node the typical node): what node paces buy.
+For the site model also the ensemble's spread (mean std of its members' log predictions) and how much larger the
 error is on the quarter of samples it is least sure of than on the quarter it is surest of.
 Fit times are CPU seconds on one thread. Target: MAPE <= 0.10 everywhere.
 
@@ -54,6 +58,7 @@ TRAIN_POLICIES, TEST_POLICIES = ("slurm-default", "spread", "random"), ("slurm-d
 SITE_TYPES = ("ctr-ranker-v3", "asr-conformer-l", "vit-h-pretrain", "seg-unet-3d", "gnn-sage-prod",
               "lm-lora-13b", "diffusion-xl", "tabular-sweep")
 HOLDOUT = f"{REPO / 'benchmarks' / 'truths' / 'site_holdout.py'}:SiteHoldoutSpeeds"
+STRAGGLER = f"{REPO / 'benchmarks' / 'truths' / 'straggler.py'}:StragglerSpeeds"
 TARGET = 0.10
 
 
@@ -66,6 +71,7 @@ def settings() -> dict[str, tuple[object, list[str] | None]]:
     for name, truth in project.items():
         out[f"{name}/renamed"] = (RenamedTypes(truth), list(ALIASES))
     out["site-holdout"] = (load_speed_model(HOLDOUT), list(SITE_TYPES))
+    out["straggler"] = (load_speed_model(STRAGGLER), None)
     return out
 
 
@@ -77,38 +83,47 @@ def measure(nodes, truth, types, jobs: int, hp: Hyper, fit_seeds: list[int]) -> 
     trace = lambda seed: synthetic_jobs(jobs, seed=seed, mix="large", arrival_rate_per_h=2.5, types=types)
     samples = record(nodes, trace(TRAIN_SEED), truth, TRAIN_POLICIES, seed=0)
     tests = [record(nodes, trace(s), truth, TEST_POLICIES, seed=100 + s) for s in TEST_SEEDS]
-    row = {"train_samples": len(samples), "test_samples": [len(t) for t in tests], "site": {}, "mlp": {}}
+    row = {"train_samples": len(samples), "test_samples": [len(t) for t in tests],
+           "site": {}, "site_no_pace": {}, "mlp": {}}
+    n = [len(t) for t in tests]
     for seed in fit_seeds:
         hp_s = replace(hp, seed=seed)
-        started = time.process_time()
-        site, metrics = fit_site_model(samples, hp_s)
-        site_s = time.process_time() - started
+        # the same fit without node slots: every node the typical node (the model before node paces)
+        for kind, hp_k in (("site", hp_s), ("site_no_pace", replace(hp_s, speed_min_node_samples=10 ** 9))):
+            started = time.process_time()
+            site, metrics = fit_site_model(samples, hp_k)
+            fit_s = time.process_time() - started
+            row[kind][seed] = {**_judge_site(site, tests), "fit_cpu_s": fit_s, "vocabulary": metrics["vocabulary"],
+                               "node_slots": len(site.vocab.nodes)}
         started = time.process_time()
         net, _ = fit_speed_model(samples, FeatureSchema(), hp_s)
         mlp_s = time.process_time() - started
         mlp = LearnedSpeedModel(net, FeatureSchema())
-        per_site, per_mlp, spread, ratio = [], [], [], []
-        for test in tests:
-            members = site.log_speeds_all([site_features.sample_context(s, site.vocab) for s in test])
-            err = _errors(members.mean(0), test)
-            per_site.append(float(err.mean()))
-            per_mlp.append(mlp.mape(test))
-            std = members.std(0)
-            spread.append(float(std.mean()))
-            q = np.argsort(std)
-            k = max(1, len(q) // 4)
-            ratio.append(float(err[q[-k:]].mean() / max(1e-9, err[q[:k]].mean())))
-        n = [len(t) for t in tests]
-        row["site"][seed] = {"per_trace": per_site, "mape": float(np.average(per_site, weights=n)),
-                             "fit_cpu_s": site_s, "vocabulary": metrics["vocabulary"],
-                             "member_spread": float(np.mean(spread)), "least_vs_most_sure_error": float(np.mean(ratio))}
+        per_mlp = [mlp.mape(test) for test in tests]
         row["mlp"][seed] = {"per_trace": per_mlp, "mape": float(np.average(per_mlp, weights=n)), "fit_cpu_s": mlp_s}
-    for kind in ("site", "mlp"):
+    for kind in ("site", "site_no_pace", "mlp"):
         fits = row[kind].values()
         row[f"{kind}_mape"] = float(np.mean([f["mape"] for f in fits]))
         row[f"{kind}_range"] = [min(min(f["per_trace"]) for f in fits), max(max(f["per_trace"]) for f in fits)]
         row[f"{kind}_fit_cpu_s"] = float(np.mean([f["fit_cpu_s"] for f in fits]))
     return row
+
+
+def _judge_site(site, tests) -> dict:
+    """MAPE per test trace and overall, the ensemble's spread, and the error on the quarter of
+    samples it is least sure of over the quarter it is surest of."""
+    per_site, spread, ratio = [], [], []
+    for test in tests:
+        members = site.log_speeds_all([site_features.sample_context(s, site.vocab) for s in test])
+        err = _errors(members.mean(0), test)
+        per_site.append(float(err.mean()))
+        std = members.std(0)
+        spread.append(float(std.mean()))
+        q = np.argsort(std)
+        k = max(1, len(q) // 4)
+        ratio.append(float(err[q[-k:]].mean() / max(1e-9, err[q[:k]].mean())))
+    return {"per_trace": per_site, "mape": float(np.average(per_site, weights=[len(t) for t in tests])),
+            "member_spread": float(np.mean(spread)), "least_vs_most_sure_error": float(np.mean(ratio))}
 
 
 def main(argv=None) -> int:
@@ -125,7 +140,7 @@ def main(argv=None) -> int:
     seeds = [int(s) for s in args.fit_seeds.split(",")]
     wanted = [s for s in args.only.split(",") if s]
     rows = {}
-    print(f"{'setting':<22}{'train':>7}{'test':>7}{'MLP MAPE':>10}{'(range)':>14}{'site MAPE':>11}{'(range)':>14}"
+    print(f"{'setting':<22}{'train':>7}{'test':>7}{'MLP MAPE':>10}{'no pace':>9}{'site MAPE':>11}{'(range)':>14}"
           f"{'<=0.10':>7}{'spread':>8}{'unsure/sure':>12}{'fit s':>7}{'MLP s':>7}")
     for name, (truth, types) in settings().items():
         if wanted and name not in wanted:
@@ -136,7 +151,7 @@ def main(argv=None) -> int:
         spread = np.mean([f["member_spread"] for f in fits])
         unsure = np.mean([f["least_vs_most_sure_error"] for f in fits])
         print(f"{name:<22}{r['train_samples']:>7}{sum(r['test_samples']):>7}{r['mlp_mape']:>10.3f}"
-              f"{_range(r['mlp_range']):>14}{r['site_mape']:>11.3f}{_range(r['site_range']):>14}"
+              f"{r['site_no_pace_mape']:>9.3f}{r['site_mape']:>11.3f}{_range(r['site_range']):>14}"
               f"{'yes' if r['site_mape'] <= TARGET else 'no':>7}{spread:>8.3f}{unsure:>12.1f}"
               f"{r['site_fit_cpu_s']:>7.1f}{r['mlp_fit_cpu_s']:>7.1f}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

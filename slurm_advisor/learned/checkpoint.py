@@ -93,7 +93,7 @@ def load(directory: Path | None = None) -> Checkpoint:
     if vocab is None:
         speed = SpeedNet(schema.sample_dim, hyper.speed_hidden)
     else:
-        speed = SiteSpeedNet(vocab.n_slots, meta["speed_members"], hyper.speed_hidden)
+        speed = SiteSpeedNet(vocab.n_slots, meta["speed_members"], hyper.speed_hidden, vocab.n_node_slots)
     for net, name in ((policy, "policy.pt"), (speed, "speed.pt")):
         _load_weights(net, directory / name)
     return Checkpoint(policy.eval(), speed.eval(), schema, hyper, meta, vocab)

@@ -15,6 +15,8 @@ class Hyper:
     speed_members: int = 4           # ensemble members, each fitted on its own bootstrap of the jobs
     speed_min_type_samples: int = 50  # a job type logged this often (and ...
     speed_min_type_jobs: int = 3     # ... by this many jobs) gets its own slot; rarer ones share "unknown"
+    speed_min_node_samples: int = 20  # a node that ran workers in this many samples gets a pace of its own
+    speed_node_prior: float = 1.0    # each node's pace is pulled to the typical node's with this many samples' weight
     # policy network
     hidden: int = 64                 # width of node encoder, scorer and critic
     # supervised warm start

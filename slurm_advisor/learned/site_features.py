@@ -3,8 +3,8 @@
 Only what a live cluster logs: the job's request, its tasks' nodes and roles, the jobs sharing
 those nodes (a sample's ``neighbours``) and the nodes' capacities and switches. Per node of the
 job: its own tasks there, the other jobs' tasks there by type slot, their share of the node's
-CPUs, GPUs and memory, how many of them span nodes (they share the node's NIC) and the node's
-CPU allocation. Per job: the communication of one iteration in units of the job's gradient,
+CPUs, GPUs and memory, how many of them span nodes (they share the node's NIC), the node's
+CPU allocation, and the node's own slot (``vocab.node_slot``: its fitted pace). Per job: the communication of one iteration in units of the job's gradient,
 as the placement shapes it -- a ring's ``2 (n-1)/n`` over its most shared NIC, a PS job's remote
 and local worker-PS exchanges on its busiest node, the PS update work ``W/P`` -- whether it
 crosses switches and how many of the visible jobs cross the same switch uplinks (the jobs that
@@ -38,6 +38,7 @@ class JobContext:
     nodes: np.ndarray     # [k, N_NODE]
     counts: np.ndarray    # [k, n_slots]: other jobs' tasks on each node, by type slot (a PS counts half)
     resid: np.ndarray     # [N_RESID]: inputs of the learned residual
+    node_slot: np.ndarray  # [k] int: each node's pace slot (0: the typical node)
 
 
 _prior_cache: dict[tuple, tuple[float, float]] = {}
@@ -92,7 +93,9 @@ def job_context(subject: RunningJob, neighbours: Iterable[RunningJob], node_of: 
                           used[i, 2] / mem)
         nodes[i, ALLOC] = (own_cpu + used[i, 0]) / cpus
     scalars = _comm(job, per_node, nodes[:, NIC], len(my_switches) > 1, max(uplink.values(), default=0))
-    return JobContext(vocab.slot(job.type), scalars, nodes, counts, _resid(job, per_node, nodes, scalars, node_of))
+    node_slot = np.array([vocab.node_slot(name) for name, _, _ in per_node], dtype=np.int64)
+    return JobContext(vocab.slot(job.type), scalars, nodes, counts, _resid(job, per_node, nodes, scalars, node_of),
+                      node_slot)
 
 
 def _comm(job: Job, per_node, nic: np.ndarray, cross: bool, uplink: int) -> np.ndarray:
@@ -170,6 +173,7 @@ class Batch:
     counts: np.ndarray    # [S, K, n_slots]
     mask: np.ndarray      # [S, K] 1 where a node is real
     resid: np.ndarray     # [S, N_RESID]
+    node_slot: np.ndarray  # [S, K] int (0 on padding)
 
     @classmethod
     def of(cls, contexts: Sequence[JobContext], n_slots: int) -> Batch:
@@ -178,8 +182,9 @@ class Batch:
         nodes = np.zeros((s, k, N_NODE), dtype=np.float32)
         counts = np.zeros((s, k, n_slots), dtype=np.float32)
         mask = np.zeros((s, k), dtype=np.float32)
+        node_slot = np.zeros((s, k), dtype=np.int64)
         for i, c in enumerate(contexts):
             m = len(c.nodes)
-            nodes[i, :m], counts[i, :m], mask[i, :m] = c.nodes, c.counts, 1.0
+            nodes[i, :m], counts[i, :m], mask[i, :m], node_slot[i, :m] = c.nodes, c.counts, 1.0, c.node_slot
         return cls(np.array([c.slot for c in contexts], dtype=np.int64), np.stack([c.scalars for c in contexts]),
-                   nodes, counts, mask, np.stack([c.resid for c in contexts]))
+                   nodes, counts, mask, np.stack([c.resid for c in contexts]), node_slot)

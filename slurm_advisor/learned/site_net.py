@@ -3,7 +3,7 @@ as an ensemble of independently fitted members (one tensor dimension, trained to
 
 Per member, a job of type slot ``T`` with ``W`` workers on a placement runs at
 
-    log speed = beta_T log W - log t + r(x)
+    log speed = beta_T log W - log t - max over worker nodes log h_node + r(x)
     t = (t_c^g + (t_n + t_u)^g)^(1/g)                    (g >= 1: how far compute hides traffic)
     t_c = c_T * max over worker nodes (1 + s_T * sat(L_node))     (compute, slowed by the host)
     t_n = v_T * ((ring + e^k ps_net) * (1 + cross * e^x + x_up * uplink) + e^rho (intra + ps_local))
@@ -11,7 +11,10 @@ Per member, a job of type slot ``T`` with ``W`` workers on a placement runs at
 
 with ``L_node`` the other tasks on the node weighted by the pressure ``p_T'`` of their type,
 plus the other jobs' shares of the node's CPUs and GPUs and the job's own other tasks there,
-``sat(L) = L / (1 + kappa L)`` (linear to saturating), and the traffic terms of
+``sat(L) = L / (1 + kappa L)`` (linear to saturating), ``h_node`` how much longer a step takes
+on that node than on the mean node (older or throttled hardware; 1 for a node without a slot
+in the vocabulary; synchronous training waits for its slowest worker, so one slow node slows
+the whole job), and the traffic terms of
 ``site_features``. Optimus (EuroSys'18) fits such a form per model; Pollux's (OSDI'21)
 exponent ``g`` overlaps compute and network. ``c_T`` and ``v_T`` also scale with the published
 or declared compute and model size of the job (``prior``) around the slot's mean, so that the
@@ -43,10 +46,12 @@ def _inv_softplus(y: float) -> float:
 
 
 class SiteSpeedNet(nn.Module):
-    def __init__(self, n_slots: int, members: int, hidden: int):
+    def __init__(self, n_slots: int, members: int, hidden: int, n_node_slots: int = 1):
         super().__init__()
         self.n_slots, self.members, self.hidden = n_slots, members, hidden
         self.slot_params = nn.Parameter(torch.zeros(members, n_slots, N_SLOT_PARAMS))
+        # log h per node slot 1.. (slot 0, every other node, is the typical node: 0)
+        self.node_pace = nn.Parameter(torch.zeros(members, n_node_slots - 1))
         self.global_params = nn.Parameter(torch.zeros(members, N_GLOBAL))
         d_in = F.N_RESID + n_slots + 1 + _TERMS
         self.w1 = nn.Parameter(torch.randn(members, d_in, hidden) / math.sqrt(d_in))
@@ -60,6 +65,11 @@ class SiteSpeedNet(nn.Module):
         self.register_buffer("solo", torch.zeros(n_slots))
         self.register_buffer("log_lo", torch.tensor(-30.0))
         self.register_buffer("log_hi", torch.tensor(30.0))
+
+    def load_state_dict(self, state, strict: bool = True, assign: bool = False):
+        if "node_pace" not in state and self.node_pace.numel() == 0:
+            state = {**state, "node_pace": self.node_pace.detach()}  # saved before nodes had a pace
+        return super().load_state_dict(state, strict, assign)
 
     def initialise(self, slot_log_step: torch.Tensor, prior_ref: torch.Tensor, solo: torch.Tensor,
                    log_speeds: torch.Tensor) -> None:
@@ -112,8 +122,22 @@ class SiteSpeedNet(nn.Module):
         gamma = 1.0 + softplus(g[..., GAMMA])
         log_tc, log_tn = torch.log(t_c), torch.log(t_n + t_u + 1e-12)
         log_t = torch.logaddexp(gamma * log_tc, gamma * log_tn) / gamma
-        parametric = p[..., BETA] * s[:, F.LOG_W] - log_t
+        parametric = p[..., BETA] * s[:, F.LOG_W] - log_t - self._lag(b)
         return parametric + self._residual(b, slot, torch.stack([log_tc, log_tn, log_t], -1))
+
+    def centred_pace(self) -> torch.Tensor:
+        """Each node's log pace relative to the mean node: the mean is the types' compute time
+        (``c_T``), so only the deviations are fitted, and a node without a slot is the mean node."""
+        if self.node_pace.numel() == 0:
+            return self.node_pace
+        return self.node_pace - self.node_pace.mean(-1, keepdim=True)
+
+    def _lag(self, b) -> torch.Tensor:
+        """[M, S] log h of each job's slowest worker node."""
+        if self.node_pace.numel() == 0:
+            return torch.zeros(())
+        pace = nn.functional.pad(self.centred_pace(), (1, 0))[:, b["node_slot"]]  # [M, S, K]
+        return torch.where(b["nodes"][..., F.IS_W] > 0, pace, -math.inf).amax(-1)
 
     def _residual(self, b, slot: torch.Tensor, terms: torch.Tensor) -> torch.Tensor:
         m = self.members

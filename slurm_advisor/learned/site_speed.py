@@ -26,7 +26,7 @@ from slurm_advisor.learned.vocab import TypeVocab
 def to_tensors(batch: F.Batch) -> dict[str, torch.Tensor]:
     return {"slot": torch.from_numpy(batch.slot), "scalars": torch.from_numpy(batch.scalars),
             "nodes": torch.from_numpy(batch.nodes), "counts": torch.from_numpy(batch.counts),
-            "resid": torch.from_numpy(batch.resid)}
+            "resid": torch.from_numpy(batch.resid), "node_slot": torch.from_numpy(batch.node_slot)}
 
 
 def _rows(b: dict[str, torch.Tensor], idx: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -36,31 +36,34 @@ def _rows(b: dict[str, torch.Tensor], idx: torch.Tensor) -> dict[str, torch.Tens
 def fit_site_model(samples: Sequence[SpeedSample], hp: Hyper, progress=None) -> tuple[SiteSpeedModel, dict]:
     if len(samples) < 20:
         raise ValueError(f"need at least 20 speed samples to fit the speed model, got {len(samples)}")
-    vocab = TypeVocab.from_samples(samples, hp.speed_min_type_samples, hp.speed_min_type_jobs)
+    vocab = TypeVocab.from_samples(samples, hp.speed_min_type_samples, hp.speed_min_type_jobs,
+                                   hp.speed_min_node_samples)
     batch = F.Batch.of([F.sample_context(s, vocab) for s in samples], vocab.n_slots)
     b = to_tensors(batch)
     y = torch.tensor(np.log([s.speed for s in samples]), dtype=torch.float32)
     jobs = [s.subject.job.id for s in samples]
     held = holdout_mask(jobs, hp.speed_holdout, hp.seed)
     torch.manual_seed(hp.seed)
-    net = SiteSpeedNet(vocab.n_slots, hp.speed_members, hp.speed_hidden)
+    net = SiteSpeedNet(vocab.n_slots, hp.speed_members, hp.speed_hidden, vocab.n_node_slots)
     net.initialise(*_starting_point(batch, y, vocab), y)
     weights = _bootstrap(jobs, held, hp.speed_members, hp.seed)  # [M, S]
     train_idx = torch.nonzero(~held).squeeze(1)
     val_idx = torch.nonzero(held).squeeze(1) if held.any() else train_idx
-    structured = [net.slot_params, net.global_params]
+    structured = [net.slot_params, net.global_params, net.node_pace]
     opt = torch.optim.Adam([{"params": structured, "lr": hp.speed_lr * 5},
                             {"params": [p for p in net.parameters() if all(p is not q for q in structured)],
                              "lr": hp.speed_lr, "weight_decay": 1e-4}])
     gen = torch.Generator().manual_seed(hp.seed)
     best = BestEpoch(progress)
     val_b = _rows(b, val_idx)
+    # a Gaussian prior on each node's log pace (around the mean node's) worth ``speed_node_prior`` samples (per member)
+    pace_weight = hp.speed_node_prior / (hp.speed_members * max(1, len(train_idx)))
     for epoch in range(hp.speed_epochs):
         for chunk in _minibatches(len(train_idx), hp.speed_batch, gen):
             idx = train_idx[chunk]
             err = net.raw(_rows(b, idx)) - y[idx]
             w = weights[:, idx]
-            loss = (w * err ** 2).sum() / w.sum().clamp(min=1.0)
+            loss = (w * err ** 2).sum() / w.sum().clamp(min=1.0) + pace_weight * (net.centred_pace() ** 2).sum()
             opt.zero_grad()
             loss.backward()
             opt.step()

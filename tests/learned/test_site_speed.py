@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 from conftest import make_job, make_nodes, snapshot_with
 
 from slurm_advisor.domain import Placement, RunningJob
@@ -49,6 +50,28 @@ class TwoSiteTypes:
         return out
 
 
+class OneSlowNode:
+    """``TwoSiteTypes`` on hardware that is not alike: node ``n01`` computes at half the pace,
+    and a job runs at the pace of its slowest node (synchronous training)."""
+
+    name, local = "one-slow-node", True
+    SLOW, PACE = "n01", 0.5
+
+    def speeds(self, nodes, running, only=None):
+        fast = TwoSiteTypes().speeds(nodes, running, only)
+        return {rj.job.id: fast[rj.job.id] * (self.PACE if self.SLOW in rj.placement.nodes() else 1.0)
+                for rj in select(running, only)}
+
+
+def _site_jobs(n: int, seed: int):
+    return synthetic_jobs(n, seed=seed, mix="large", arrival_rate_per_h=1.0, types=[WIDE, NARROW], ps_fraction=0.0)
+
+
+@pytest.fixture(scope="module")
+def slow_node_samples(small_nodes):
+    return record(small_nodes, _site_jobs(60, 5), OneSlowNode(), ("slurm-default", "random", "spread"), seed=0)
+
+
 @pytest.fixture(scope="module")
 def site_samples(small_nodes):
     jobs = synthetic_jobs(60, seed=5, mix="large", arrival_rate_per_h=1.0, types=[WIDE, NARROW], ps_fraction=0.0)
@@ -79,6 +102,37 @@ def test_vocabulary_gives_frequent_types_a_slot_and_rare_ones_the_unknown_slot(s
     again = TypeVocab.from_dict(json.loads(json.dumps(vocab.to_dict())))
     assert again.types == vocab.types and again.slot(NARROW) == 1
     assert np.allclose(again.solo_log_speed, vocab.solo_log_speed, equal_nan=True)
+
+
+def test_vocabulary_gives_nodes_that_ran_workers_often_a_pace_slot(slow_node_samples) -> None:
+    runs: dict[str, int] = {}
+    for s in slow_node_samples:
+        for name, _, n_w in s.subject.placement.per_node():
+            runs[name] = runs.get(name, 0) + (n_w > 0)
+    threshold = sorted(runs.values())[1]  # the least used node falls below it
+    vocab = TypeVocab.from_samples(slow_node_samples, min_node_samples=threshold)
+    assert vocab.nodes == tuple(sorted(n for n, c in runs.items() if c >= threshold)) and len(vocab.nodes) == 3
+    least = min(runs, key=runs.get)
+    assert vocab.node_slot(least) == vocab.node_slot("n99-added-later") == 0
+    assert [vocab.node_slot(n) for n in vocab.nodes] == [1, 2, 3] and vocab.n_node_slots == 4
+    again = TypeVocab.from_dict(json.loads(json.dumps(vocab.to_dict())))
+    assert again.nodes == vocab.nodes and again.node_slot(vocab.nodes[1]) == 2
+    with pytest.raises(ValueError, match="nodes"):
+        TypeVocab.from_dict({**vocab.to_dict(), "nodes": "n00"})
+
+
+def test_a_slow_node_is_learned_from_the_samples(slow_node_samples, small_nodes) -> None:
+    """Per-node pace: the model finds the half-speed node and predicts another trace's jobs well;
+    without node slots (every node typical) the same fit cannot tell where a job is slow."""
+    model, _ = fit_site_model(slow_node_samples, HP)
+    blind, _ = fit_site_model(slow_node_samples, replace(HP, speed_min_node_samples=10 ** 9))
+    assert model.vocab.nodes == ("n00", "n01", "n02", "n03") and blind.vocab.nodes == ()
+    empty = snapshot_with(small_nodes)
+    job = make_job("w", WIDE, 0, 4)
+    on_slow, on_fast = Placement.of(job, ["n01"] * 4), Placement.of(job, ["n02"] * 4)
+    assert model.predict(empty, job, on_slow) / model.predict(empty, job, on_fast) == pytest.approx(0.5, rel=0.15)
+    unseen = record(small_nodes, _site_jobs(30, 6), OneSlowNode(), ("slurm-default", "random"), seed=100)
+    assert model.mape(unseen) < 0.10 and blind.mape(unseen) > 1.5 * model.mape(unseen)
 
 
 def test_vocabulary_of_the_fit_holds_the_logged_types(site_fit, contention_fit, samples) -> None:
@@ -171,6 +225,26 @@ def test_site_checkpoint_round_trip(site_fit, tmp_path, small_nodes) -> None:
                                                                              rel=1e-6)
 
 
+def test_site_checkpoints_saved_before_nodes_had_a_pace_load(site_samples, tmp_path, small_nodes) -> None:
+    model, _ = fit_site_model(site_samples, replace(HP, speed_min_node_samples=10 ** 9, speed_epochs=2))
+    schema = FeatureSchema()
+    checkpoint.save(tmp_path, PolicyNet(schema.node_dim, schema.global_dim, 8), model, schema,
+                    replace(HP, hidden=8), {})
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    for key in ("nodes", "min_node_samples"):
+        del meta["speed_vocab"][key]
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    state = torch.load(tmp_path / "speed.pt", weights_only=True)
+    del state["node_pace"]
+    torch.save(state, tmp_path / "speed.pt")
+    loaded = checkpoint.load(tmp_path)
+    assert loaded.speed_vocab.nodes == ()
+    snap, job = snapshot_with(small_nodes), make_job("w", WIDE, 0, 8)
+    placement = Placement.of(job, ["n00"] * 4 + ["n01"] * 4)
+    assert loaded.speed_model.predict(snap, job, placement) == pytest.approx(model.predict(snap, job, placement),
+                                                                             rel=1e-6)
+
+
 def test_old_checkpoints_load_with_their_mlp_speed_model() -> None:
     """The shipped default model (no ``speed_kind``: trained before the site model) loads."""
     old = checkpoint.load()
@@ -186,6 +260,7 @@ def test_old_checkpoints_load_with_their_mlp_speed_model() -> None:
     ({"speed_members": 0}, "'speed_members'"),
     ({"speed_vocab": {"types": "abc"}}, "'speed_vocab'"),
     ({"speed_vocab": {"types": ["a"], "solo_log_speed": [1.0]}}, "'speed_vocab'"),
+    ({"speed_vocab": {"types": [], "solo_log_speed": [None], "nodes": [1, 2]}}, "'speed_vocab'"),
 ])
 def test_a_malformed_site_speed_field_is_named(site_fit, tmp_path, change, field) -> None:
     from slurm_advisor.errors import InputError
