@@ -14,8 +14,10 @@ import click
 @click.option("--job-id", help="Slurm job id (default $SLURM_JOB_ID).")
 @click.option("--socket", "socket_path", type=click.Path(path_type=Path),
               help="The daemon's socket (default $SLURM_ADVISOR_SOCKET or /run/slurm-advisor/advisor.sock).")
+@click.option("--address", help="The daemon's report port as host:port, for jobs on other hosts (default "
+              "$SLURM_ADVISOR_REPORT_ADDRESS; unset: the local socket). The report is signed with MUNGE.")
 @click.option("--verbose", is_flag=True, help="Say on stderr (one line) when the report was not taken.")
-def report(iterations, seconds, job_id, socket_path, verbose) -> None:
+def report(iterations, seconds, job_id, socket_path, address, verbose) -> None:
     """Report a running job's speed to the advisor. Prints nothing on stdout and exits 0 whatever
     happens (daemon away, slow or refusing), so a job script never fails because of it."""
     from slurm_advisor.report import send
@@ -24,7 +26,7 @@ def report(iterations, seconds, job_id, socket_path, verbose) -> None:
         values = float(iterations or "nan"), float(seconds or "nan")
         if not all(math.isfinite(v) for v in values):
             raise ValueError("not finite")
-        problem = send(*values, job_id=job_id, socket=socket_path)
+        problem = send(*values, job_id=job_id, socket=socket_path, address=address)
     except ValueError:
         problem = f"--iterations {iterations!r} and --seconds {seconds!r} must be finite numbers"
     except Exception as exc:  # noqa: BLE001 -- never fail the job

@@ -29,12 +29,16 @@ _SOCKET_HELP = f"Unix socket (default {DaemonConfig.socket})"
 @click.option("--refresh-s", type=float, help="Snapshot refresh period in seconds (default 2).")
 @click.option("--log-file", type=click.Path(path_type=Path), help="Log here instead of stderr.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]))
-def serve(source, socket_path, mode, db, model, policy, cluster, config_file, refresh_s, log_file, log_level) -> None:
+@click.option("--report-port", type=int, help="Also take MUNGE-signed speed reports from other hosts on this TCP "
+              "port (default 0: off; jobs then need SLURM_ADVISOR_REPORT_ADDRESS=host:port).")
+def serve(source, socket_path, mode, db, model, policy, cluster, config_file, refresh_s, log_file, log_level,
+          report_port) -> None:
     """Run the advisor daemon that job_submit.lua asks (until SIGTERM)."""
     from slurm_advisor.daemon.daemon import serve as run
 
     flags = {"source": source, "socket": socket_path, "mode": mode, "db": db, "model": model, "policy": policy,
-             "cluster": cluster, "refresh_s": refresh_s, "log_file": log_file, "log_level": log_level}
+             "cluster": cluster, "refresh_s": refresh_s, "log_file": log_file, "log_level": log_level,
+             "report_port": report_port}
     config = load_config(config_file, os.environ, flags)
     _setup_logging(config)
     run(config)

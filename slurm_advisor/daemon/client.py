@@ -16,14 +16,22 @@ class DaemonUnavailable(ConnectionError):
 class Client:
     """One connection, any number of requests on it."""
 
-    def __init__(self, path: Path | str, timeout_s: float = 2.0):
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.settimeout(timeout_s)
+    def __init__(self, path: Path | str | tuple[str, int], timeout_s: float = 2.0):
+        """``path``: the daemon's Unix socket, or (host, port) of its report port."""
         try:
-            self._sock.connect(str(path))
+            if isinstance(path, tuple):
+                self._sock = socket.create_connection(path, timeout=timeout_s)
+            else:
+                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self._sock.settimeout(timeout_s)
+                try:
+                    self._sock.connect(str(path))
+                except OSError:
+                    self._sock.close()
+                    raise
         except OSError as exc:
-            self._sock.close()
-            raise DaemonUnavailable(f"cannot connect to {path}: {exc.strerror or exc}") from None
+            where = "{}:{}".format(*path) if isinstance(path, tuple) else path
+            raise DaemonUnavailable(f"cannot connect to {where}: {exc.strerror or exc}") from None
         self._file = self._sock.makefile("rb")
 
     def call(self, op: str, **fields: Any) -> dict[str, Any]:
@@ -51,6 +59,6 @@ class Client:
         self.close()
 
 
-def call(path: Path | str, op: str, timeout_s: float = 2.0, **fields: Any) -> dict[str, Any]:
+def call(path: Path | str | tuple[str, int], op: str, timeout_s: float = 2.0, **fields: Any) -> dict[str, Any]:
     with Client(path, timeout_s) as client:
         return client.call(op, **fields)

@@ -43,6 +43,9 @@ class DaemonConfig:
     metrics_port: int = 0                     # Prometheus metrics on this HTTP port; 0: off
     metrics_address: str = "127.0.0.1"        # where the metrics port listens
     decision_log: Path | None = None          # JSONL: one line per decision, appended; None: off
+    report_port: int = 0                      # TCP port for MUNGE-signed speed reports from other hosts; 0: off
+    report_address: str = "0.0.0.0"           # where the report port listens
+    munge_socket: Path | None = None          # munged's socket (None: $MUNGE_SOCKET, else libmunge's default)
 
     def validated(self) -> DaemonConfig:
         if self.mode not in MODES:
@@ -53,15 +56,16 @@ class DaemonConfig:
                      "client_timeout_s"):
             if not getattr(self, name) > 0:
                 raise InputError(f"{name} must be positive, not {getattr(self, name)!r}")
-        if not 0 <= self.metrics_port <= 65535:
-            raise InputError(f"metrics_port must be a TCP port (0 = off), not {self.metrics_port!r}")
+        for name in ("metrics_port", "report_port"):
+            if not 0 <= getattr(self, name) <= 65535:
+                raise InputError(f"{name} must be a TCP port (0 = off), not {getattr(self, name)!r}")
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):
             raise InputError(f"log_level {self.log_level!r}: expected debug, info, warning or error")
         return self
 
 
 _FIELDS = {f.name: f for f in fields(DaemonConfig)}
-_PATHS = {"socket", "cluster", "model", "models_dir", "slurm_conf", "log_file", "decision_log"}
+_PATHS = {"socket", "cluster", "model", "models_dir", "slurm_conf", "log_file", "decision_log", "munge_socket"}
 _FLOATS = {n for n, f in _FIELDS.items() if f.type == "float"}
 _INTS = {n for n, f in _FIELDS.items() if f.type == "int"}
 

@@ -163,7 +163,8 @@ class Daemon:
             self.store.close()
 
     def dispatcher(self) -> Dispatcher:
-        return Dispatcher(self, admin_uids=_uids(self.config.slurm_user))
+        munge_socket = None if self.config.munge_socket is None else str(self.config.munge_socket)
+        return Dispatcher(self, admin_uids=_uids(self.config.slurm_user), munge_socket=munge_socket)
 
     def _remember(self, decision: Decision) -> None:
         with self._recent_lock:  # the request loop, the refresher and the report writer all use it
@@ -321,10 +322,12 @@ def serve(config: DaemonConfig) -> None:
     """Run until SIGTERM or SIGINT; SIGHUP is logged (mode switches go through the socket)."""
     daemon = build_daemon(config)
     try:
-        server = AdvisorServer(config.socket, daemon.dispatcher(), config.client_timeout_s)
+        server = AdvisorServer(config.socket, daemon.dispatcher(), config.client_timeout_s,
+                               report_listen=(config.report_address, config.report_port) if config.report_port else None)
     except OSError as exc:
         daemon.stop()
-        raise InputError(f"cannot listen on {config.socket}: {exc}") from None
+        where = config.socket if not config.report_port else f"{config.socket} and {config.report_address}:{config.report_port}"
+        raise InputError(f"cannot listen on {where}: {exc}") from None
     daemon.start()
 
     def _stop(signum, _frame):
@@ -335,6 +338,8 @@ def serve(config: DaemonConfig) -> None:
     signal.signal(signal.SIGINT, _stop)
     log.info("serving on %s: source %s, mode %s, policy %s", config.socket, config.source, config.mode,
              config.policy)
+    if server.report_address:
+        log.info("taking MUNGE-signed speed reports on %s:%d", *server.report_address)
     try:
         server.serve_forever(poll_interval=0.2)
     finally:

@@ -3,6 +3,11 @@
 Who may do what is decided by the peer's credentials (SO_PEERCRED), never by anything it sends.
 A connection that sends nothing is dropped after ``client_timeout_s`` and blocks nobody. Bad
 bytes get an error reply; the daemon keeps serving.
+
+Optionally the same loop listens on a TCP port for speed reports from jobs on other hosts
+(``report_port``). A TCP peer has no credentials the kernel vouches for, so it may send one
+thing only: a ``report`` whose fields travel inside a MUNGE credential (``daemon/munge.py``),
+and the credential's uid decides, as the peer's uid does on the local socket.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slurm_advisor.daemon import protocol
+from slurm_advisor.daemon import munge, protocol
 from slurm_advisor.daemon.protocol import ProtocolError
 
 log = logging.getLogger("slurm_advisor.daemon")
@@ -29,10 +34,13 @@ def peer_uid(sock: socket.socket) -> int:
     return uid
 
 
+REMOTE = None  # the uid of a TCP peer: nobody the kernel vouches for (only signed reports are taken)
+
+
 class _Connection:
     __slots__ = ("deadline", "inbox", "outbox", "sock", "uid")
 
-    def __init__(self, sock: socket.socket, uid: int, deadline: float):
+    def __init__(self, sock: socket.socket, uid: int | None, deadline: float):
         self.sock, self.uid, self.deadline = sock, uid, deadline
         self.inbox = bytearray()
         self.outbox = bytearray()
@@ -47,7 +55,8 @@ class AdvisorServer:
     that connect and send nothing cost a file descriptor each, never another client's time.
     """
 
-    def __init__(self, path: Path, dispatcher, client_timeout_s: float):
+    def __init__(self, path: Path, dispatcher, client_timeout_s: float,
+                 report_listen: tuple[str, int] | None = None):
         self.dispatcher = dispatcher
         self.client_timeout_s = client_timeout_s
         self.server_address = str(path)
@@ -65,6 +74,10 @@ class AdvisorServer:
         self._listener.setblocking(False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ, None)
+        self._reports = None if report_listen is None else _tcp_listener(report_listen, self._listener)
+        self.report_address = None if self._reports is None else self._reports.getsockname()[:2]
+        if self._reports is not None:
+            self._selector.register(self._reports, selectors.EVENT_READ, "tcp")
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
@@ -78,7 +91,9 @@ class AdvisorServer:
             while not self._stopping.is_set():
                 for key, events in self._selector.select(timeout=poll_interval):
                     if key.data is None:
-                        self._accept()
+                        self._accept(self._listener)
+                    elif key.data == "tcp":
+                        self._accept(self._reports)
                     elif key.data == "wake":
                         self._wake_r.recv(64)
                     else:
@@ -99,8 +114,9 @@ class AdvisorServer:
     def server_close(self) -> None:
         for conn in list(self._connections.values()):
             self._close(conn)
-        for sock in (self._listener, self._wake_r, self._wake_w):
-            sock.close()
+        for sock in (self._listener, self._reports, self._wake_r, self._wake_w):
+            if sock is not None:
+                sock.close()
         self._selector.close()
         try:
             os.unlink(self.server_address)
@@ -108,17 +124,18 @@ class AdvisorServer:
             pass
 
     # -- the loop's steps -------------------------------------------------------------------
-    def _accept(self) -> None:
+    def _accept(self, listener: socket.socket) -> None:
         for _ in range(64):  # a burst: accept what is queued, then serve
             try:
-                sock, _ = self._listener.accept()
+                sock, _ = listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:  # e.g. out of file descriptors: log, keep serving the others
                 log.error("accept failed: %s", exc)
                 return
             sock.setblocking(False)
-            conn = _Connection(sock, peer_uid(sock), time.monotonic() + self.client_timeout_s)
+            uid = REMOTE if listener is self._reports else peer_uid(sock)
+            conn = _Connection(sock, uid, time.monotonic() + self.client_timeout_s)
             self._connections[sock.fileno()] = conn
             self._selector.register(sock, selectors.EVENT_READ, conn)
             # The hook sends its line right after connecting: it is often here already, and
@@ -189,6 +206,20 @@ class AdvisorServer:
         conn.sock.close()
 
 
+def _tcp_listener(address: tuple[str, int], unix: socket.socket) -> socket.socket:
+    host, port = address
+    try:
+        sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
+                                    backlog=1024)
+    except OSError:
+        path = unix.getsockname()
+        unix.close()
+        os.unlink(path)  # bound a moment ago: nobody else's
+        raise
+    sock.setblocking(False)
+    return sock
+
+
 def prepare_socket_path(path: Path) -> None:
     """Make the directory; remove a stale socket, but never a live daemon's or a non-socket file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -213,11 +244,12 @@ def prepare_socket_path(path: Path) -> None:
 class Dispatcher:
     """Decodes one request line, checks who may send it, hands it to the daemon's handlers."""
 
-    def __init__(self, daemon, admin_uids: frozenset[int]):
+    def __init__(self, daemon, admin_uids: frozenset[int], munge_socket: str | None = None):
         self.daemon = daemon
         self.admin_uids = admin_uids
+        self.munge_socket = munge_socket
 
-    def reply_to(self, line: bytes, uid: int) -> tuple[bytes, bool]:
+    def reply_to(self, line: bytes, uid: int | None) -> tuple[bytes, bool]:
         """(reply line, keep the connection open)."""
         started = time.perf_counter()
         try:
@@ -226,6 +258,8 @@ class Dispatcher:
             self.daemon.state.counters.errors += 1
             return protocol.error_reply(str(exc)), False
         try:
+            if uid is REMOTE:
+                request, uid = self._signed(request)
             reply = self._handle(request, uid)
         except ProtocolError as exc:
             self.daemon.state.counters.errors += 1
@@ -236,6 +270,22 @@ class Dispatcher:
             return protocol.error_reply("internal error; see the daemon's log"), True
         log.debug("%s from uid %d in %.2f ms", request["op"], uid, (time.perf_counter() - started) * 1e3)
         return protocol.encode(reply), True
+
+    def _signed(self, request: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """A TCP peer's request: a ``report`` whose fields are the payload of a MUNGE credential;
+        (those fields, the uid that made the credential)."""
+        credential = request.get("credential")
+        if request["op"] != "report" or not isinstance(credential, str):
+            raise ProtocolError("over TCP the daemon takes only speed reports signed with MUNGE "
+                                "(op report with a credential)")
+        try:
+            uid, payload = munge.decode(credential, self.munge_socket)
+        except munge.MungeError as exc:
+            raise ProtocolError(f"report: {exc}") from None
+        inner = protocol.decode_request(payload)
+        if inner["op"] != "report":
+            raise ProtocolError(f"report: the credential carries op {inner['op']!r}, not a report")
+        return inner, uid
 
     def _handle(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
         op = request["op"]
