@@ -44,7 +44,7 @@ class DaemonConfig:
     metrics_address: str = "127.0.0.1"        # where the metrics port listens
     decision_log: Path | None = None          # JSONL: one line per decision, appended; None: off
     report_port: int = 0                      # TCP port for MUNGE-signed speed reports from other hosts; 0: off
-    report_address: str = "0.0.0.0"           # where the report port listens
+    report_listen: str = "0.0.0.0"            # where the report port listens (jobs: SLURM_ADVISOR_REPORT_ADDRESS)
     munge_socket: Path | None = None          # munged's socket (None: $MUNGE_SOCKET, else libmunge's default)
 
     def validated(self) -> DaemonConfig:

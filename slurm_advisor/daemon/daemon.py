@@ -323,10 +323,10 @@ def serve(config: DaemonConfig) -> None:
     daemon = build_daemon(config)
     try:
         server = AdvisorServer(config.socket, daemon.dispatcher(), config.client_timeout_s,
-                               report_listen=(config.report_address, config.report_port) if config.report_port else None)
+                               report_listen=(config.report_listen, config.report_port) if config.report_port else None)
     except OSError as exc:
         daemon.stop()
-        where = config.socket if not config.report_port else f"{config.socket} and {config.report_address}:{config.report_port}"
+        where = config.socket if not config.report_port else f"{config.socket} and {config.report_listen}:{config.report_port}"
         raise InputError(f"cannot listen on {where}: {exc}") from None
     daemon.start()
 

@@ -142,9 +142,9 @@ def test_report_port_is_a_checked_setting(tmp_path):
     with pytest.raises(InputError, match="report_port must be a TCP port"):
         load_config(None, {"SLURM_ADVISOR_REPORT_PORT": "70000"})
     config = tmp_path / "c.toml"
-    config.write_text('munge_socket = "/run/munge/munge.socket.2"\nreport_address = "10.0.0.1"\n')
+    config.write_text('munge_socket = "/run/munge/munge.socket.2"\nreport_listen = "10.0.0.1"\n')
     loaded = load_config(config, {})
-    assert str(loaded.munge_socket) == "/run/munge/munge.socket.2" and loaded.report_address == "10.0.0.1"
+    assert str(loaded.munge_socket) == "/run/munge/munge.socket.2" and loaded.report_listen == "10.0.0.1"
 
 
 def test_the_report_port_in_use_is_one_message(tmp_path):
@@ -157,7 +157,7 @@ def test_the_report_port_in_use_is_one_message(tmp_path):
         cfg = load_config(None, {}, {"socket": tmp_path / "a.sock", "source": "simulated", "db": str(tmp_path / "a.db"),
                                      "policy": "slurm-default", "report_port": port})
         with pytest.raises(InputError, match=f"cannot listen on .*a.sock and 127.0.0.1:{port}"):
-            serve(replace(cfg, report_address="127.0.0.1"))
+            serve(replace(cfg, report_listen="127.0.0.1"))
     assert not (tmp_path / "a.sock").exists()  # the Unix socket it had bound is gone again
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from slurmctl import Slurm, run
-from test_live_path import SOCKET, daemons, hooked, start  # noqa: F401 -- fixtures used below
+from test_live_path import ROOT, SOCKET, daemons, hooked, start  # noqa: F401 -- fixtures used below
 
 from slurm_advisor.store import Store
 
@@ -58,3 +58,38 @@ def test_a_report_from_inside_a_job_becomes_a_live_sample_and_its_outcome_is_rec
     assert outcome is not None and outcome.state == "COMPLETED" and outcome.decision_id == decision.id
     assert outcome.start_time == view.start.timestamp() and outcome.end_time == view.end.timestamp()
     assert set(outcome.nodes) == set(decision.nodes)
+
+
+PORT_SCRIPT = """#!/bin/bash
+# A job on a compute node: the daemon's socket is out of reach, its report port is not.
+set -e
+sleep 2
+export MUNGE_SOCKET={munge}  # the testbed's munged, as slurmd's (the cluster's key)
+{python} -m slurm_advisor.cli report --iterations 90 --seconds 3 --verbose
+echo "reported"
+"""
+
+
+def test_a_report_through_the_port_is_signed_with_the_clusters_munge(slurm: Slurm, daemons, tmp_path: Path):  # noqa: F811
+    import socket
+
+    with socket.socket() as probe:  # a free port on this host
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    munge_socket = ROOT / "munge" / "munge.socket"
+    d = start(daemons, tmp_path, "--policy", "spread", "--report-port", str(port),
+              munge_socket=str(munge_socket), report_listen="127.0.0.1")
+    script = tmp_path / "port.sh"
+    script.write_text(PORT_SCRIPT.format(python=sys.executable, munge=munge_socket))
+    out = tmp_path / "port.out"
+    export = f"ALL,SLURM_ADVISOR_REPORT_ADDRESS=127.0.0.1:{port},SLURM_ADVISOR_SOCKET=/nonexistent/advisor.sock"
+    job = run(["sbatch", "--parsable", f"--output={out}", "--comment", MARKER, "-n", "2", "--gpus-per-task=1",
+               "--mem-per-cpu=1000", f"--chdir={tmp_path}", f"--export={export}", str(script)]).strip()
+    slurm.submitted.append(job)
+    slurm.wait(job, lambda v: v.state == "COMPLETED", timeout_s=60, what="COMPLETED")
+    text = out.read_text()
+    assert "reported" in text and "not reported" not in text, text
+    d.stop()
+    with Store.open(str(d.db), create=False) as store:
+        (report,) = store.load_reports(job_id=job)
+    assert report.speed == 30.0 and report.uid == 0  # the job's owner (root), as the credential says
