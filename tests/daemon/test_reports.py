@@ -114,14 +114,14 @@ def test_a_user_cannot_report_for_another_users_job():
         shutil.rmtree(public, ignore_errors=True)
 
 
-def test_100_concurrent_reporters_lose_nothing(tmp_path):
+def test_100_concurrent_reporters_of_1000_reports_each_lose_nothing(tmp_path):
     owners = {str(1000 + i): 0 for i in range(100)}
     daemon = make_daemon(tmp_path, queue=ListedQueue(owners))
     failures = []
 
     def reporter(job_id):
         with Client(daemon.config.socket, timeout_s=30) as client:
-            for i in range(100):
+            for i in range(1000):
                 reply = client.call("report", job_id=job_id, iterations=i + 1, seconds=0.5)
                 if not reply["ok"]:
                     failures.append(reply)
@@ -135,9 +135,9 @@ def test_100_concurrent_reporters_lose_nothing(tmp_path):
     daemon.stop()
     assert failures == []
     with Store.open(daemon.config.db, create=False) as store:
-        assert store.count_reports() == 10_000
-        assert sorted(r.iterations for r in store.load_reports(job_id="1042")) == [float(i + 1) for i in range(100)]
-    assert daemon.reports.written == 10_000 and daemon.reports.dropped == 0
+        assert store.count_reports() == 100_000
+        assert sorted(r.iterations for r in store.load_reports(job_id="1042")) == [float(i + 1) for i in range(1000)]
+    assert daemon.reports.written == 100_000 and daemon.reports.dropped == 0
 
 
 def _neighbour() -> tuple[Job, Placement]:
