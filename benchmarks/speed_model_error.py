@@ -21,8 +21,9 @@ parametric form per type plus a residual, an ensemble) and the MLP every model u
 ``--fit-seeds`` (default 0 and 1). Per model: MAPE over all test samples (mean over fit seeds)
 and its range over test traces and fit seeds -- how noisy the figure is. "no pace" is the
 same site model fitted without node slots (every node the typical node): what node paces buy.
-For the site model also the ensemble's spread (mean std of its members' log predictions) and how much larger the
-error is on the quarter of samples it is least sure of than on the quarter it is surest of.
+For the site model also the ensemble's spread (mean std of its members' log predictions) and
+how much larger the error is on the quarter of samples it is least sure of than on the quarter
+it is surest of.
 Fit times are CPU seconds on one thread. Target: MAPE <= 0.10 everywhere.
 
     python benchmarks/speed_model_error.py --out benchmarks/results/speed_model.json

@@ -58,6 +58,7 @@ def default_socket() -> str | None:
 
 class _Context:
     def __init__(self, socket: str | None):
+        socket = socket if socket is not None else default_socket()
         self.lib = _lib()
         self.ctx = self.lib.munge_ctx_create()
         if not self.ctx:
@@ -76,7 +77,7 @@ class _Context:
 
 def encode(payload: bytes, socket: str | None = None) -> str:
     """A credential of this process's uid carrying ``payload``."""
-    ctx = _Context(socket if socket is not None else default_socket())
+    ctx = _Context(socket)
     try:
         cred = ctypes.c_char_p()
         code = ctx.lib.munge_encode(ctypes.byref(cred), ctx.ctx, payload, len(payload))
@@ -97,7 +98,7 @@ def decode(credential: str, socket: str | None = None) -> tuple[int, bytes]:
         raw = credential.encode("ascii")
     except UnicodeEncodeError:
         raise MungeError("munge: Invalid credential format (not ASCII)") from None
-    ctx = _Context(socket if socket is not None else default_socket())
+    ctx = _Context(socket)
     buf, length = ctypes.c_void_p(), ctypes.c_int()
     uid, gid = ctypes.c_uint32(), ctypes.c_uint32()
     try:

@@ -4,7 +4,8 @@ Only what a live cluster logs: the job's request, its tasks' nodes and roles, th
 those nodes (a sample's ``neighbours``) and the nodes' capacities and switches. Per node of the
 job: its own tasks there, the other jobs' tasks there by type slot, their share of the node's
 CPUs, GPUs and memory, how many of them span nodes (they share the node's NIC), the node's
-CPU allocation, and the node's own slot (``vocab.node_slot``: its fitted pace). Per job: the communication of one iteration in units of the job's gradient,
+CPU allocation, and the node's own slot (``vocab.node_slot``: its fitted pace). Per job: the
+communication of one iteration in units of the job's gradient,
 as the placement shapes it -- a ring's ``2 (n-1)/n`` over its most shared NIC, a PS job's remote
 and local worker-PS exchanges on its busiest node, the PS update work ``W/P`` -- whether it
 crosses switches and how many of the visible jobs cross the same switch uplinks (the jobs that

@@ -9,7 +9,7 @@ entering as features: declared or published model size and FLOPs per sample).
 
 Nodes get slots the same way: every node that ran a logged job's workers in at least
 ``min_node_samples`` samples gets a pace of its own (``site_net``: a fitted factor on its
-compute time -- an older GPU, a throttled board; PAL, SC'24, measured such variability
+step time -- an older GPU, a throttled board; PAL, SC'24, measured such variability
 across nominally equal GPUs); every other node, and every node a site adds later, has the
 pace of the typical node (slot 0).
 
@@ -23,6 +23,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from slurm_advisor.domain import SpeedSample
 
@@ -44,20 +45,16 @@ class TypeVocab:
     def slot(self, job_type: str) -> int:
         return self._index.get(job_type.lower(), len(self.types))
 
-    @property
+    @cached_property
     def _index(self) -> dict[str, int]:
-        cached = self.__dict__.get("_idx")
-        if cached is None:
-            cached = {t: i for i, t in enumerate(self.types)}
-            object.__setattr__(self, "_idx", cached)
-        return cached
+        return {t: i for i, t in enumerate(self.types)}
+
+    @cached_property
+    def _node_index(self) -> dict[str, int]:
+        return {n: i + 1 for i, n in enumerate(self.nodes)}
 
     def node_slot(self, name: str) -> int:
-        cached = self.__dict__.get("_node_idx")
-        if cached is None:
-            cached = {n: i + 1 for i, n in enumerate(self.nodes)}
-            object.__setattr__(self, "_node_idx", cached)
-        return cached.get(name, 0)
+        return self._node_index.get(name, 0)
 
     @property
     def n_slots(self) -> int:

@@ -161,7 +161,7 @@ def test_the_report_port_in_use_is_one_message(tmp_path):
     assert not (tmp_path / "a.sock").exists()  # the Unix socket it had bound is gone again
 
 
-def test_reports_stored_from_the_port_carry_json_fields(remote):
+def test_a_stored_report_is_the_credentials_payload_not_the_fields_beside_it(remote):
     """The stored report is the credential's payload, not anything outside it."""
     daemon, address, sock = remote
     line = json.dumps({"v": protocol.VERSION, "op": "report", "credential": munge.encode(payload("102", 50, 5.0), sock),
