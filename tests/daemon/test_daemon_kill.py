@@ -69,12 +69,15 @@ def test_kill_9_while_writing_loses_no_committed_report(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert len(acked) > before  # acknowledged faster than written: some were in flight at the kill
+    # a report is acknowledged once queued, so every committed one was acknowledged; whether some
+    # were still in the queue at the kill depends on timing and is not asserted (CI caught it equal)
+    assert len(acked) >= before
     with sqlite3.connect(db) as con:
         assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         stored = [row[0] for row in con.execute("SELECT iterations FROM reports ORDER BY id")]
     assert len(stored) >= before
     assert stored == [float(i) for i in range(1, len(stored) + 1)]  # in order, no hole, no torn batch
+    assert len(stored) <= len(acked) + 1  # nothing stored that was never sent (one may miss its ack)
     # the next daemon opens the same database and goes on
     (tmp_path / "advisor.sock").unlink(missing_ok=True)
     daemon = make_daemon(tmp_path, queue=ListedQueue({"101": 0}))
