@@ -6,6 +6,7 @@ import json
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,18 +17,21 @@ from slurm_advisor.store import Store
 
 log = logging.getLogger("slurm_advisor.daemon")
 _FLUSH_S = 0.5
+_GATHER_S = 0.05  # a batch takes what arrives this long after its first item: one commit, not one each
 _BATCH = 500
 _BACKLOG = 100_000  # beyond this (a database down for long) items are dropped and counted
 
 
 class BatchWriter:
     """Items queued by ``put`` (never blocking) and written ``write(batch) -> count`` in batches of
-    up to 500, one transaction each. A batch that fails is written item by item, so one bad row
+    up to 500, one transaction each; a batch takes what arrives within ``gather_s`` of its first
+    item. A batch that fails is written item by item, so one bad row
     costs only itself; ``write`` None (no store) drops nothing and writes nothing."""
 
     def __init__(self, write: Callable[[list[Any]], int] | None, *, what: str,
-                 describe: Callable[[Any], str] = repr):
+                 describe: Callable[[Any], str] = repr, gather_s: float = _GATHER_S):
         self.write, self.what, self.describe = write, what, describe
+        self.gather_s = gather_s
         self.written = 0
         self.dropped = 0
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=_BACKLOG)
@@ -54,11 +58,12 @@ class BatchWriter:
             batch: list[Any] = []
             try:
                 item = self._queue.get(timeout=_FLUSH_S)
+                closes = time.monotonic() + self.gather_s
                 while item is not None:
                     batch.append(item)
                     if len(batch) >= _BATCH:  # full: write it; the next item waits for the next batch
                         break
-                    item = self._queue.get_nowait()
+                    item = self._queue.get(timeout=max(0.0, closes - time.monotonic()))
                 stopping = item is None
             except queue.Empty:
                 pass

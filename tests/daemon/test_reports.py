@@ -203,6 +203,22 @@ def test_a_writer_keeps_the_item_that_arrives_when_a_batch_is_full():
     assert written == list(range(1201)) and writer.written == 1201
 
 
+def test_a_writer_gathers_a_trickle_into_one_commit():
+    # at a hundred submissions a second, one transaction per decision was most of the daemon's
+    # cost per submission; items arriving within the gathering window share one write
+    from slurm_advisor.daemon.writer import BatchWriter
+    batches = []
+    writer = BatchWriter(lambda batch: batches.append(list(batch)) or len(batch), what="thing", gather_s=1.0)
+    writer.start()
+    for i in range(5):
+        writer.put(i)
+        time.sleep(0.01)
+    time.sleep(1.5)
+    writer.put(5)  # after the window closed: a batch of its own
+    writer.stop()
+    assert batches == [[0, 1, 2, 3, 4], [5]]
+
+
 def test_a_job_advised_before_a_restart_still_gets_its_layout(tmp_path):
     first = make_daemon(tmp_path, policy=SpreadPolicy())  # n1, n2 (Slurm: n1 x 2): pinned
     with _serve(first):

@@ -137,3 +137,12 @@ def test_batched_recording_drops_the_unwritten_rest_on_error(tmp_path: Path) -> 
             record(_samples(n=2))
             raise RuntimeError("the simulation failed")
         assert store.count_samples() == 0
+
+
+def test_sqlite_connections_use_wal_without_an_fsync_per_commit(tmp_path: Path) -> None:
+    # WAL + synchronous=NORMAL: readers never block the daemon's writes, and a commit costs no
+    # fsync (a kill -9 still loses nothing committed: tests/daemon/test_daemon_kill.py)
+    from sqlalchemy import text
+    with Store.open(str(tmp_path / "a.db")) as store, store._engine.connect() as con:
+        assert con.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert con.execute(text("PRAGMA synchronous")).scalar() == 1  # NORMAL
