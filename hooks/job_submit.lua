@@ -4,7 +4,12 @@ slurm-advisor's job_submit.lua (Slurm's job_submit/lua plugin; Lua 5.1, Slurm 22
 slurmctld runs this inside its locks: every millisecond here blocks the whole controller. So:
   * a job whose --comment lacks "slurm-advisor:" returns at once, untouched, with no I/O at all;
   * for a marked job: one `advise` request to the daemon (docs/protocol.md), one line out, one
-    line back, the whole exchange bounded by TIMEOUT_S;
+    line back, the whole exchange bounded by TIMEOUT_S -- unless the daemon has the answer ready:
+    for requests it has seen before it writes their answers ahead to SOCKET .. ".ready" (a Lua
+    file, read here with no round trip), and the hook that uses one tells the daemon with one
+    datagram to SOCKET .. ".taken" (no reply awaited). An answer is used only from a file that
+    counts every answer this hook used before (see ready_answer), so no two jobs get the same
+    nodes; anything wrong with the file and the hook asks over the socket;
   * the reply is checked in full before any field is written (a field written before a Lua
     error would be kept), and anything wrong -- no daemon, a timeout, a bad or refused reply,
     a bug here -- lets the job through unmodified, with one log line. The advisor never rejects
@@ -358,14 +363,110 @@ local function plan_from(reply)
     return plan
 end
 
+------------------------------------------------------------------------------------------------
+-- Ready answers (slurm_advisor/daemon/ready.py): the daemon's file of answers computed ahead.
+
+local READY_FILE = SOCKET .. ".ready"
+local TAKEN_SOCKET = SOCKET .. ".taken"
+local MAX_READY = 256 * 1024
+-- This hook's run (slurmctld's Lua state lives until a restart or a reload of this file) and how
+-- many ready answers it used: a file is trusted only if it was written after the daemon saw them.
+local INSTANCE = string.format("%.6f", have_core and core.gettime() or os.time())
+local takes, last_epoch = 0, nil
+local ready_text, ready = nil, nil
+
+-- The file: a header line, one line per answer, and an end line naming the header's generation,
+-- each a flat JSON object (docs/protocol.md). The daemon rewrites it in place: a file caught half
+-- written has no end line, or one for another generation, and is not used.
+local function parse_ready(text)
+    local header, answers = nil, {}
+    for line in text:gmatch("[^\n]+") do
+        local obj = decode_flat(line)
+        if header == nil then
+            header = obj
+            if header.v ~= 1 or type(header.generation) ~= "number" then return nil end
+        elseif obj["end"] ~= nil then
+            if obj["end"] ~= header.generation then return nil end
+            header.answers = answers
+            return header
+        elseif type(obj.key) == "string" then
+            answers[obj.key] = obj
+        end
+    end
+    return nil
+end
+
+local function load_ready()
+    local f = io.open(READY_FILE, "r")
+    if f == nil then return nil end
+    local text = f:read(MAX_READY + 1)
+    f:close()
+    if text == ready_text then return ready end
+    ready_text, ready = text, nil
+    if type(text) ~= "string" or #text > MAX_READY then return nil end
+    local ok, t = pcall(parse_ready, text)
+    if ok then ready = t end
+    return ready
+end
+
+-- Whether the file counts every answer this hook used: written after the daemon read this hook's
+-- last note (hook/seen), or by another run of the daemon, or this hook has used none.
+local function trusted(t)
+    if type(t.expires) ~= "number" or os.time() > t.expires then return false end
+    if t.hook == INSTANCE then return t.seen == takes end
+    return takes == 0 or t.epoch ~= last_epoch
+end
+
+-- The reply line ready for `key`, once the daemon has been told it is used; nil: ask over the socket.
+local function ready_answer(key, job)
+    if SOCKET_MISSING or unix.dgram == nil then return nil end
+    local t = load_ready()
+    if t == nil or not trusted(t) then return nil end
+    local entry = t.answers[key]
+    if type(entry) ~= "table" or type(entry.id) ~= "string" or type(entry.reply) ~= "string" then return nil end
+    -- checked before the daemon is told: a note is a decision recorded and nodes claimed
+    if not pcall(function() plan_from(decode_flat(entry.reply)) end) then return nil end
+    local note = encode_object({ { "v", 1 }, { "op", "taken" }, { "answer", entry.id }, { "hook", INSTANCE },
+                                 { "seq", takes + 1 }, { "job", job } }) .. "\n"
+    if #note > MAX_LINE then return nil end
+    local sock = unix.dgram()
+    if sock == nil then return nil end
+    sock:settimeout(0)
+    local sent = sock:sendto(note, TAKEN_SOCKET)  -- queued in the daemon's socket, or refused at once
+    sock:close()
+    if not sent then return nil end
+    takes, last_epoch = takes + 1, t.epoch
+    return entry.reply
+end
+
+-- What names a request among the daemon's ready answers: its fields less the job's name and user.
+local function ready_key(job)
+    local fields = {}
+    for _, field in ipairs(job) do
+        if field[1] ~= "name" and field[1] ~= "user_id" then fields[#fields + 1] = field end
+    end
+    return encode_object(fields)
+end
+
 -- Ask the daemon about `job` (read_job's list): a plan, or nil and the reason there is none.
--- Never raises.
-local function advise(job)
+-- Never raises. `ready` (slurm_job_submit only): use the daemon's ready answers.
+local function advise(job, ready)
     local ok, plan, why = pcall(function()
-        local line = encode_object({ { "v", 1 }, { "op", "advise" }, { "job", job } }) .. "\n"
-        if #line > MAX_LINE then return nil, "request longer than " .. MAX_LINE .. " bytes" end
-        local reply, err = exchange(line)
-        if reply == nil then return nil, "daemon unreachable: " .. err end
+        local key = ready and ready_key(job) or nil
+        local reply = nil
+        if ready then
+            local got, answer = pcall(ready_answer, key, job)
+            if got then reply = answer end
+        end
+        if reply == nil then
+            local fields = { { "v", 1 }, { "op", "advise" }, { "job", job } }
+            if key then fields[4] = { "ready_key", key } end
+            local line = encode_object(fields) .. "\n"
+            if #line > MAX_LINE then return nil, "request longer than " .. MAX_LINE .. " bytes" end
+            local err
+            reply, err = exchange(line)
+            if reply == nil then return nil, "daemon unreachable: " .. err end
+        end
         local decoded_ok, decoded = pcall(decode_flat, reply)
         if not decoded_ok then return nil, "bad reply ignored: not a flat JSON object: " .. tostring(decoded) end
         local planned_ok, planned, refused = pcall(plan_from, decoded)
@@ -413,7 +514,7 @@ local function submit(job_desc)
     local comment = job_desc.comment
     if type(comment) ~= "string" or not string.find(comment, MARKER, 1, true) then return end
     if disabled() then return end
-    local plan, why = advise(read_job(job_desc))
+    local plan, why = advise(read_job(job_desc), true)
     if plan == nil then
         if why then
             local log = why:find("^daemon refused") and slurm.log_info or slurm.log_error
@@ -439,7 +540,7 @@ end
 
 -- The client for hooks/cli_filter.lua (which loads this file); unused by slurmctld.
 slurm_advisor = {
-    MARKER = MARKER, read_job = read_job, advise = advise, disabled = disabled,
+    MARKER = MARKER, instance = INSTANCE, read_job = read_job, advise = advise, disabled = disabled,
     encode_object = encode_object, decode_flat = decode_flat, quote = quote,
 }
 

@@ -45,6 +45,7 @@ class DaemonConfig:
     decision_log: Path | None = None          # JSONL: one line per decision, appended; None: off
     report_port: int = 0                      # TCP port for MUNGE-signed speed reports from other hosts; 0: off
     report_listen: str = "0.0.0.0"            # where the report port listens (jobs: SLURM_ADVISOR_REPORT_ADDRESS)
+    ready_keys: int = 8                       # repeat requests answered ahead (<socket>.ready); 0: off
     munge_socket: Path | None = None          # munged's socket (None: $MUNGE_SOCKET, else libmunge's default)
 
     def validated(self) -> DaemonConfig:
@@ -56,6 +57,8 @@ class DaemonConfig:
                      "client_timeout_s"):
             if not getattr(self, name) > 0:
                 raise InputError(f"{name} must be positive, not {getattr(self, name)!r}")
+        if not 0 <= self.ready_keys <= 64:
+            raise InputError(f"ready_keys must be in [0, 64], not {self.ready_keys!r}")
         for name in ("metrics_port", "report_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise InputError(f"{name} must be a TCP port (0 = off), not {getattr(self, name)!r}")

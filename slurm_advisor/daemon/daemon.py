@@ -4,6 +4,7 @@ tests pass their own source, queue and store.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import pwd
@@ -12,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from slurm_advisor.daemon.jobcomp import JobCompFile, configured
 from slurm_advisor.daemon.metrics import DaemonMetrics
 from slurm_advisor.daemon.protocol import MODES, ProtocolError, parse_report
 from slurm_advisor.daemon.queue import AdvisedJob, NoQueue, QueueError, SlurmQueue
+from slurm_advisor.daemon.ready import ReadyAnswers
 from slurm_advisor.daemon.samples import live_sample
 from slurm_advisor.daemon.server import AdvisorServer, Dispatcher
 from slurm_advisor.daemon.service import AdviceService
@@ -60,7 +63,11 @@ class Daemon:
         self.refresher = Refresher(self.state, source, queue, period_s=config.refresh_s,
                                    pin_bound_s=config.pin_bound_s, node_counts=self._user_node_counts,
                                    on_advised=self._track_outcomes,
-                                   after_refresh=self.models.check if self.models else lambda: None)
+                                   after_refresh=self._after_refresh)
+        # Answers computed ahead for repeat requests (daemon/ready.py); they live a few refreshes.
+        self.ready = ReadyAnswers(config.socket, config.ready_keys, max(10.0, 3 * config.refresh_s),
+                                  self._advise_lock, service.advise, self._ready_state) \
+            if config.ready_keys else None
         self._recent: dict[str, Decision] = {}
         self._recent_lock = threading.Lock()
         self._tracked: dict[str, tuple[str, float, float]] = {}  # job id -> (state, start, end) recorded
@@ -69,7 +76,7 @@ class Daemon:
         self.metrics = DaemonMetrics(self) if config.metrics_port else None
 
     # -- requests ---------------------------------------------------------------------------
-    def advise(self, fields: Any) -> dict[str, Any]:
+    def advise(self, fields: Any, ready_key: Any = None) -> dict[str, Any]:
         self.state.counters.requests += 1
         if not isinstance(fields, dict):
             raise ProtocolError("advise: 'job' must be an object")
@@ -81,6 +88,37 @@ class Daemon:
             reply, decision, job, placement = self.service.advise(snapshot, fields, self.state.mode)
             if placement is not None:
                 self.state.claims.add(decision.id, snapshot, job, placement, time.monotonic())
+                if self.ready is not None:
+                    self.ready.withdraw()  # before the reply leaves: the file's answers may overlap
+        if self.ready is not None and ready_key is not None:
+            self.ready.remember(ready_key, fields)
+        self._decided(reply, decision)
+        return self._measured(reply, decision)
+
+    def taken(self, request: dict[str, Any]) -> None:
+        """The hook used a ready answer (a datagram; the peer already checked): recorded and
+        claimed as if it had been given over the socket, under the job's own fields."""
+        fields = request.get("job")
+        if self.ready is None or not isinstance(fields, dict):
+            self.state.counters.ready_refused += 1
+            return
+        with self._advise_lock:
+            answer = self.ready.take(request.get("answer"), request.get("hook"), request.get("seq"))
+            if answer is None:
+                return
+            if answer.claim is not None:
+                self.state.claims.add(answer.id, answer.snapshot, answer.job, answer.claim, time.monotonic())
+        user = fields.get("user_id")
+        decision = dataclasses.replace(
+            answer.decision, time=datetime.now(UTC), request=dict(fields),
+            user_id=user if isinstance(user, int) and not isinstance(user, bool) else None,
+            extra={**answer.decision.extra, "ready": True})
+        self.state.counters.requests += 1
+        self.state.counters.ready_taken += 1
+        self._decided(answer.reply, decision)
+        self._measured(answer.reply, decision)
+
+    def _decided(self, reply: dict[str, Any], decision: Decision) -> None:
         self._remember(decision)
         self.writer.put(decision)
         counters = self.state.counters
@@ -88,7 +126,17 @@ class Daemon:
         counters.placed += reply["action"] == "place"
         counters.capped += reply["action"] == "cap"
         counters.slurms_choice += reply["action"] == "observe" and reply["mode"] != "observe"
-        return self._measured(reply, decision)
+
+    def _ready_state(self) -> tuple[Any, str] | None:
+        """The ready answers' view, under the advise lock: (snapshot less claims, mode)."""
+        snapshot = self.state.snapshot()
+        return None if snapshot is None else (snapshot, self.state.mode)
+
+    def _after_refresh(self) -> None:
+        if self.models is not None:
+            self.models.check()
+        if self.ready is not None:
+            self.ready.changed()
 
     def _measured(self, reply: dict[str, Any], decision: Decision | None) -> dict[str, Any]:
         if self.metrics is not None:
@@ -118,7 +166,10 @@ class Daemon:
         if mode not in MODES:
             raise ProtocolError(f"mode: expected one of {', '.join(MODES)}, not {mode!r}")
         old = self.state.mode
-        self.state.set_mode(mode)
+        with self._advise_lock:
+            self.state.set_mode(mode)
+            if self.ready is not None:
+                self.ready.withdraw()  # answers of the old mode must not be used
         log.info("mode %s -> %s", old, mode)
         return {"ok": True, "mode": mode, "was": old}
 
@@ -135,7 +186,9 @@ class Daemon:
                 "uptime_s": round(time.time() - self.state.started_at, 1),
                 "decisions_written": self.writer.written, "decisions_dropped": self.writer.dropped,
                 "reports_written": self.reports.written, "reports_dropped": self.reports.dropped,
-                "outcomes_written": self.outcomes.written, **vars(self.state.counters)}
+                "outcomes_written": self.outcomes.written, **vars(self.state.counters),
+                **({} if self.ready is None else {"ready_published": self.ready.published,
+                                                  "ready_unknown": self.ready.unknown})}
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -152,8 +205,12 @@ class Daemon:
         for writer in (self.writer, self.reports, self.outcomes):
             writer.start()
         self.refresher.start()
+        if self.ready is not None:
+            self.ready.start()
 
     def stop(self) -> None:
+        if self.ready is not None:
+            self.ready.stop()
         self.refresher.stop()
         if self.metrics is not None:
             self.metrics.stop()
@@ -323,7 +380,8 @@ def serve(config: DaemonConfig) -> None:
     daemon = build_daemon(config)
     try:
         server = AdvisorServer(config.socket, daemon.dispatcher(), config.client_timeout_s,
-                               report_listen=(config.report_listen, config.report_port) if config.report_port else None)
+                               report_listen=(config.report_listen, config.report_port) if config.report_port else None,
+                               taken=daemon.ready is not None)
     except OSError as exc:
         daemon.stop()
         where = config.socket if not config.report_port else f"{config.socket} and {config.report_listen}:{config.report_port}"

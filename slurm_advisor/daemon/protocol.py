@@ -13,7 +13,7 @@ from typing import Any
 
 VERSION = 1
 MAX_LINE = 64 * 1024
-OPS = ("advise", "health", "status", "mode", "report")
+OPS = ("advise", "health", "status", "mode", "report", "taken")
 MODES = ("observe", "advise", "enforce")
 ACTIONS = ("place", "cap", "observe", "none")
 ENV_LAYOUT = "SLURM_ADVISOR_LAYOUT"

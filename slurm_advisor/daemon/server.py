@@ -24,6 +24,7 @@ from typing import Any
 
 from slurm_advisor.daemon import munge, protocol
 from slurm_advisor.daemon.protocol import ProtocolError
+from slurm_advisor.daemon.ready import TAKEN_SUFFIX
 
 log = logging.getLogger("slurm_advisor.daemon")
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
@@ -32,6 +33,32 @@ _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 def peer_uid(sock: socket.socket) -> int:
     _pid, uid, _gid = _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))
     return uid
+
+
+_SCM_CREDENTIALS = getattr(socket, "SCM_CREDENTIALS", 2)
+_CMSG_CRED = socket.CMSG_SPACE(_CRED.size)
+
+
+def _taken_socket(path: Path) -> socket.socket:
+    """Bound after the stream socket, whose check found no other live daemon: a socket left at
+    ``path`` is a previous run's."""
+    try:
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            raise OSError(f"{path} exists and is not a socket; refusing to replace it")
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # each datagram carries its sender's uid
+        sock.bind(str(path))
+        os.chmod(path, 0o666)  # anyone may send; only root's and the Slurm user's datagrams count
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
 
 
 REMOTE = None  # the uid of a TCP peer: nobody the kernel vouches for (only signed reports are taken)
@@ -56,7 +83,7 @@ class AdvisorServer:
     """
 
     def __init__(self, path: Path, dispatcher, client_timeout_s: float,
-                 report_listen: tuple[str, int] | None = None):
+                 report_listen: tuple[str, int] | None = None, taken: bool = False):
         self.dispatcher = dispatcher
         self.client_timeout_s = client_timeout_s
         self.server_address = str(path)
@@ -78,6 +105,11 @@ class AdvisorServer:
         self.report_address = None if self._reports is None else self._reports.getsockname()[:2]
         if self._reports is not None:
             self._selector.register(self._reports, selectors.EVENT_READ, "tcp")
+        # The hook's notes that it used a ready answer (daemon/ready.py): datagrams, read before
+        # any request is answered, so every answer counts the ones the hook used before it.
+        self._taken = _taken_socket(Path(str(path) + TAKEN_SUFFIX)) if taken else None
+        if self._taken is not None:
+            self._selector.register(self._taken, selectors.EVENT_READ, "taken")
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
@@ -96,6 +128,8 @@ class AdvisorServer:
                         self._accept(self._reports)
                     elif key.data == "wake":
                         self._wake_r.recv(64)
+                    elif key.data == "taken":
+                        self.read_taken()
                     else:
                         self._service(key.data, events)
                 self._expire(time.monotonic())
@@ -114,14 +148,31 @@ class AdvisorServer:
     def server_close(self) -> None:
         for conn in list(self._connections.values()):
             self._close(conn)
-        for sock in (self._listener, self._reports, self._wake_r, self._wake_w):
+        for sock in (self._listener, self._reports, self._taken, self._wake_r, self._wake_w):
             if sock is not None:
                 sock.close()
         self._selector.close()
-        try:
-            os.unlink(self.server_address)
-        except OSError:
-            pass
+        for path in (self.server_address, self.server_address + TAKEN_SUFFIX):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def read_taken(self) -> None:
+        """Hand every queued datagram to the dispatcher, with the sender's uid (SO_PASSCRED)."""
+        if self._taken is None:
+            return
+        for _ in range(1024):
+            try:
+                data, ancillary, _flags, _addr = self._taken.recvmsg(protocol.MAX_LINE + 1, _CMSG_CRED)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.error("reading the taken socket: %s", exc)
+                return
+            uid = next((_CRED.unpack(d[:_CRED.size])[1] for level, kind, d in ancillary
+                        if level == socket.SOL_SOCKET and kind == _SCM_CREDENTIALS), None)
+            self.dispatcher.taken(data, uid)
 
     # -- the loop's steps -------------------------------------------------------------------
     def _accept(self, listener: socket.socket) -> None:
@@ -169,6 +220,7 @@ class AdvisorServer:
                 return
             line = bytes(conn.inbox[:end])
             del conn.inbox[:end + 1]
+            self.read_taken()
             if not self._reply(conn, line):
                 return
 
@@ -249,6 +301,25 @@ class Dispatcher:
         self.admin_uids = admin_uids
         self.munge_socket = munge_socket
 
+    def taken(self, data: bytes, uid: int | None) -> None:
+        """A datagram from the hook: it used a ready answer. No reply (the hook does not wait);
+        anything wrong is counted and logged."""
+        try:
+            request = protocol.decode_request(data.rstrip(b"\n"))
+            if request["op"] != "taken":
+                raise ProtocolError(f"the taken socket takes op 'taken' only, not {request['op']!r}")
+            if uid is None or (uid != 0 and uid not in self.admin_uids):
+                raise ProtocolError(f"taken: uid {uid} is neither root nor the Slurm user")
+        except ProtocolError as exc:
+            self.daemon.state.counters.ready_refused += 1
+            log.warning("ready answer note refused: %s", exc)
+            return
+        try:
+            self.daemon.taken(request)
+        except Exception:  # a bug must cost one note, not the daemon
+            log.exception("ready answer note failed")
+            self.daemon.state.counters.errors += 1
+
     def reply_to(self, line: bytes, uid: int | None) -> tuple[bytes, bool]:
         """(reply line, keep the connection open)."""
         started = time.perf_counter()
@@ -292,7 +363,9 @@ class Dispatcher:
         if op in ("advise", "mode") and uid != 0 and uid not in self.admin_uids:
             raise ProtocolError(f"{op}: uid {uid} is neither root nor the Slurm user")
         if op == "advise":
-            return self.daemon.advise(request.get("job"))
+            return self.daemon.advise(request.get("job"), request.get("ready_key"))
+        if op == "taken":
+            raise ProtocolError(f"taken: send it as a datagram to {TAKEN_SUFFIX}, not over this socket")
         if op == "mode":
             return self.daemon.switch_mode(request.get("mode"))
         if op == "health":

@@ -114,13 +114,15 @@ class AdviceService:
         self._rng = np.random.default_rng(seed)
 
     def advise(self, snapshot: ClusterSnapshot, fields: dict[str, Any], mode: str,
-               decision_id: str | None = None) -> tuple[dict[str, Any], Decision, Job, Placement | None]:
-        """(reply, decision, job, placement to claim or None). ProtocolError on a bad request."""
+               decision_id: str | None = None, rng: np.random.Generator | None = None,
+               ) -> tuple[dict[str, Any], Decision, Job, Placement | None]:
+        """(reply, decision, job, placement to claim or None). ProtocolError on a bad request.
+        ``rng``: another thread's (the ready answers'); numpy's generators are not thread-safe."""
         started = time.perf_counter()
         decision_id = decision_id or new_decision_id()
         job = job_from_request(fields, decision_id)
         snapshot, partition_issue = self._in_partition(snapshot, fields.get("partition"))
-        advice = self.advisor.advise(snapshot, job, self._rng) if partition_issue is None else \
+        advice = self.advisor.advise(snapshot, job, rng or self._rng) if partition_issue is None else \
             Advice(job.id, None, self.advisor.policy.name, reason=partition_issue)
         # Compared before expressing: pinned, Slurm lays tasks out by its own rule for pinned
         # nodes, which can differ from what it would choose unpinned (expressible.py), so an

@@ -35,6 +35,8 @@ class Counters:
     reports_refused: int = 0
     model_reloads: int = 0          # promoted models picked up without a restart
     model_reload_failures: int = 0  # promoted models that did not load (the current one kept)
+    ready_taken: int = 0            # decisions the hook took from the ready answers (no round trip)
+    ready_refused: int = 0          # takes from a peer that may not ask for advice, or malformed
 
 
 class DaemonState:

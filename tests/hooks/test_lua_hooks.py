@@ -10,7 +10,9 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -353,3 +355,155 @@ def test_cli_filter_without_its_library_passes(run_hook, daemon: FakeAdvisor, tm
     result = run_hook(CLI_OPTIONS, "cli", CLI_FILTER, env={"SLURM_ADVISOR_HOOK_LIB": str(tmp_path / "none.lua")})
     assert_untouched(result)
     assert "cannot load" in result["logs"][0] and daemon.connections == 0
+
+
+# -- ready answers (slurm_advisor/daemon/ready.py): the file next to the socket, the datagram ------
+
+READY_PLACE = {**PLACE, "decision": "d-aaaaaaaaaaaa", "nodes": "n2,n4", "layout": "ps=n2;worker=n2,n4,n4,n4"}
+
+
+def ready_key_of(run_hook, daemon: FakeAdvisor) -> str:
+    """The key the hook sends with its request (one exchange with the fake daemon)."""
+    daemon.reply_with(NONE)
+    run_hook(MARKED)
+    key = decode_request(daemon.requests[-1])["ready_key"]
+    assert "train" not in key and "1000" not in key and "slurm-advisor: type=resnet50" in key  # no name, no user
+    return key
+
+
+def write_ready(daemon: FakeAdvisor, key: str, reply: dict[str, Any] = READY_PLACE, *, hook: str = "",
+                seen: int = 0, expires: float | None = None, text: str | None = None) -> Path:
+    path = Path(daemon.path + ".ready")
+    header = {"v": 1, "epoch": "e1", "generation": 1, "hook": hook, "seen": seen,
+              "expires": int(expires if expires is not None else time.time() + 60)}
+    lines = [header, {"key": key, "id": reply["decision"], "reply": json.dumps(reply)}, {"end": 1}]
+    path.write_text(text if text is not None else "".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+@pytest.fixture
+def taken(daemon: FakeAdvisor) -> Iterator[socket.socket]:
+    """The daemon's datagram socket, read by the test."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(daemon.path + ".taken")
+    sock.settimeout(2.0)
+    yield sock
+    sock.close()
+
+
+def test_a_ready_answer_is_used_without_a_round_trip_and_the_daemon_told(run_hook, daemon, taken) -> None:
+    key = ready_key_of(run_hook, daemon)
+    write_ready(daemon, key)
+    connections = daemon.connections
+    result = run_hook(MARKED)
+    assert writes(result)["req_nodes"] == "n2,n4"
+    assert writes(result)["admin_comment"] == "slurm-advisor:d-aaaaaaaaaaaa"
+    assert daemon.connections == connections  # no exchange
+    note = decode_request(taken.recv(65536))
+    assert note["op"] == "taken" and note["answer"] == "d-aaaaaaaaaaaa" and note["seq"] == 1
+    assert note["job"]["name"] == "train" and note["job"]["user_id"] == 1000  # the job's own fields
+    assert isinstance(note["hook"], str) and note["hook"]
+
+
+def test_after_a_take_the_hook_asks_again_until_the_file_counts_it(run_hook, daemon, taken, tmp_path) -> None:
+    key = ready_key_of(run_hook, daemon)
+    write_ready(daemon, key)
+    daemon.reply_with(PLACE)
+    connections = daemon.connections
+    case = tmp_path / "burst.lua"
+    case.write_text("return " + lua_literal(MARKED) + "\n")
+    environ = {**os.environ, "SLURM_ADVISOR_SOCKET": daemon.path, "SLURM_ADVISOR_TIMEOUT": str(TIMEOUT_S),
+               "SLURM_ADVISOR_KILL_SWITCH": str(tmp_path / "disabled")}
+    proc = subprocess.run([LUA, str(DRIVER), "burst", str(HOOK), str(case), "3"], check=True,
+                          capture_output=True, text=True, env=environ, timeout=60)
+    calls = [dict(c) for c in json.loads(proc.stdout)["calls"]]
+    # the first from the file; the file (never rewritten here) does not count that take: the socket
+    assert [c["req_nodes"] for c in calls] == ["n2,n4", "n1,n3", "n1,n3"]
+    assert daemon.connections == connections + 2
+
+
+def test_a_ready_file_that_counts_the_hooks_takes_is_trusted_again(run_hook, daemon, taken, tmp_path) -> None:
+    # one Lua state, as in slurmctld: take from the first file; the daemon rewrites it naming this
+    # hook's instance with seen = 1 (it read the note); the next job takes from the new file
+    key = ready_key_of(run_hook, daemon)
+    write_ready(daemon, key)
+    second = {**READY_PLACE, "decision": "d-bbbbbbbbbbbb", "nodes": "n3,n4"}
+    template = tmp_path / "second.ready"
+    write_ready(daemon, key, second, hook="INSTANCE", seen=1)
+    template.write_text(Path(daemon.path + ".ready").read_text())
+    write_ready(daemon, key)
+    driver = tmp_path / "driver2.lua"
+    driver.write_text(DRIVER.read_text().replace('elseif mode == "burst" then', f"""elseif mode == "two" then
+    local w1, w2 = {{}}, {{}}
+    slurm_job_submit(job_desc(copy(fields), w1), {{}}, 0)
+    local f = io.open({lua_literal(str(template))}); local text = f:read("*a"); f:close()
+    f = io.open({lua_literal(daemon.path + ".ready")}, "w")
+    f:write((text:gsub('"INSTANCE"', '"' .. slurm_advisor.instance .. '"'))); f:close()
+    slurm_job_submit(job_desc(copy(fields), w2), {{}}, 0)
+    result.calls = {{w1, w2}}
+elseif mode == "burst" then"""))
+    case = tmp_path / "two.lua"
+    case.write_text("return " + lua_literal(MARKED) + "\n")
+    environ = {**os.environ, "SLURM_ADVISOR_SOCKET": daemon.path, "SLURM_ADVISOR_TIMEOUT": str(TIMEOUT_S),
+               "SLURM_ADVISOR_KILL_SWITCH": str(tmp_path / "disabled")}
+    connections = daemon.connections
+    proc = subprocess.run([LUA, str(driver), "two", str(HOOK), str(case)], check=True,
+                          capture_output=True, text=True, env=environ, timeout=60)
+    calls = [dict(c) for c in json.loads(proc.stdout)["calls"]]
+    assert [c["admin_comment"] for c in calls] == ["slurm-advisor:d-aaaaaaaaaaaa", "slurm-advisor:d-bbbbbbbbbbbb"]
+    assert daemon.connections == connections
+    notes = [decode_request(taken.recv(65536)) for _ in range(2)]
+    assert [(n["answer"], n["seq"]) for n in notes] == [("d-aaaaaaaaaaaa", 1), ("d-bbbbbbbbbbbb", 2)]
+    assert notes[0]["hook"] == notes[1]["hook"]
+
+
+@pytest.mark.parametrize("trouble", ["expired", "garbage", "no taken socket", "bad reply", "other key",
+                                     "half written", "end of another generation"])
+def test_a_ready_file_in_trouble_is_ignored_and_the_daemon_asked(run_hook, daemon, tmp_path, trouble) -> None:
+    key = ready_key_of(run_hook, daemon)
+    receiver = None
+    if trouble != "no taken socket":
+        receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        receiver.bind(daemon.path + ".taken")
+    try:
+        if trouble == "expired":
+            write_ready(daemon, key, expires=time.time() - 5)
+        elif trouble == "garbage":
+            write_ready(daemon, key, text='{"v":1,"expires":9999999999}\n{"key": oops\n' + "x" * 1000)
+        elif trouble == "bad reply":
+            write_ready(daemon, key, {**READY_PLACE, "nodes": "n1;rm -rf /"})
+        elif trouble == "other key":
+            write_ready(daemon, key + " ")
+        elif trouble in ("half written", "end of another generation"):
+            path = write_ready(daemon, key)
+            lines = path.read_text().splitlines(keepends=True)
+            path.write_text("".join(lines[:-1]) + ('{"end":2}\n' if trouble != "half written" else ""))
+        else:
+            write_ready(daemon, key)
+        daemon.reply_with(PLACE)
+        connections = daemon.connections
+        result = run_hook(MARKED)
+        assert writes(result)["req_nodes"] == "n1,n3"  # the daemon's answer over the socket
+        assert daemon.connections == connections + 1
+        if receiver is not None:
+            receiver.settimeout(0.2)
+            with pytest.raises(TimeoutError):
+                receiver.recv(65536)  # no note: nothing was taken
+    finally:
+        if receiver is not None:
+            receiver.close()
+
+
+def test_what_follows_the_end_line_is_not_read(run_hook, daemon, taken) -> None:
+    # rewritten in place over a longer file: the old tail after the new end line is no answer
+    key = ready_key_of(run_hook, daemon)
+    path = write_ready(daemon, key)
+    old = {"key": key, "id": "d-cccccccccccc", "reply": json.dumps({**READY_PLACE, "decision": "d-cccccccccccc"})}
+    path.write_text(path.read_text() + json.dumps(old) + "\n" + '{"end":1}\n')
+    assert writes(run_hook(MARKED))["admin_comment"] == "slurm-advisor:d-aaaaaaaaaaaa"
+
+
+def test_cli_filter_sends_no_ready_key(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(NONE)
+    run_hook(CLI_OPTIONS, "cli", CLI_FILTER)
+    assert "ready_key" not in decode_request(daemon.requests[-1])

@@ -5,6 +5,8 @@ tests/hooks/test_lua_hooks.py):
   lua5.1 driver.lua submit HOOK CASE        one slurm_job_submit on the job in CASE
   lua5.1 driver.lua modify HOOK CASE        one slurm_job_modify
   lua5.1 driver.lua bench  HOOK CASE N      N slurm_job_submit calls, each on a fresh copy
+  lua5.1 driver.lua burst  HOOK CASE N [S]  the same, with each call's writes (one Lua state, as
+                                            slurmctld's), S seconds apart
   lua5.1 driver.lua cli    HOOK CASE        one slurm_cli_pre_submit (HOOK is cli_filter.lua)
 
 CASE is a Lua file returning the job's fields by their job_submit.lua names (or, for `cli`, the
@@ -140,6 +142,15 @@ if mode == "bench" then
     result.calls, result.mean_ms, result.max_ms = count, total / count * 1000, worst * 1000
     result.logs = { unpack(logs, 1, math.min(#logs, 5)) }
     result.log_count = #logs
+elseif mode == "burst" then
+    result.calls = {}
+    local pause = tonumber(arg[5] or "0")
+    for i = 1, count do
+        if pause > 0 and have_core then core.sleep(pause) end
+        local writes = {}
+        slurm_job_submit(job_desc(copy(fields), writes), {}, 0)
+        result.calls[i] = writes
+    end
 else
     local before, writes = copy(fields), {}
     local start, rc = now(), nil

@@ -1,0 +1,220 @@
+"""Ready answers (daemon/ready.py): answers computed ahead for repeat requests, written next to
+the socket; a datagram from the hook that used one records its decision and claims its nodes;
+nothing published may overlap a decision the daemon made since."""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from daemon_helpers import make_daemon, marked
+
+from slurm_advisor.daemon.client import call
+from slurm_advisor.daemon.ready import ready_path, taken_path
+from slurm_advisor.daemon.server import AdvisorServer, ServerThread
+from slurm_advisor.policies.spread import SpreadPolicy
+from slurm_advisor.store import Store
+
+KEY = '{"comment":"slurm-advisor: type=resnet50 ps=0 workers=2"}'  # any text the hook chose
+
+
+def read_ready(path: Path) -> tuple[dict, dict[str, dict]] | None:
+    """(header, answers by key) of a complete file; None for an empty (withdrawn) one."""
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    if not lines:
+        return None
+    header, *answers, end = lines
+    assert end == {"end": header["generation"]}
+    return header, {a["key"]: {**a, "reply": json.loads(a["reply"])} for a in answers}
+
+
+def wait_for(predicate, timeout_s: float = 10.0):
+    deadline = time.monotonic() + timeout_s
+    while not (found := predicate()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+    return found
+
+
+def published(daemon, generation_after: int = 0) -> tuple[dict, dict[str, dict]]:
+    path = ready_path(daemon.config.socket)
+    return wait_for(lambda: path.exists() and (got := read_ready(path)) and got[0]["generation"] > generation_after
+                    and got)
+
+
+def note(answer: str, job: dict, seq: int = 1, hook: str = "h1") -> bytes:
+    return json.dumps({"v": 1, "op": "taken", "answer": answer, "hook": hook, "seq": seq, "job": job}).encode()
+
+
+@pytest.fixture
+def spread(tmp_path):
+    """A daemon whose policy pins (SpreadPolicy: one worker per node, emptiest first; Slurm would
+    pack), served with its taken socket."""
+    daemon = make_daemon(tmp_path, policy=SpreadPolicy())
+    daemon.start()
+    server = AdvisorServer(daemon.config.socket, daemon.dispatcher(), 2.0, taken=True)
+    with ServerThread(server):
+        yield daemon
+    daemon.stop()
+
+
+@pytest.fixture
+def by_hand(tmp_path):
+    """The same daemon, its ready answers rebuilt only when the test says (no thread)."""
+    daemon = make_daemon(tmp_path, policy=SpreadPolicy())
+    daemon.ready._thread = threading.Thread(target=lambda: None)
+    daemon.start()
+    wait_for(lambda: daemon.state.snapshot() is not None)
+    yield daemon
+    daemon.stop()
+
+
+def gpus_per_node(daemon) -> dict[str, int]:
+    """GPUs the claims hold on each node."""
+    held: dict[str, int] = {}
+    for claim in daemon.state.claims._claims.values():
+        for node, demand in zip(claim.nodes, claim.demand):
+            held[node] = held.get(node, 0) + int(demand[1])
+    return held
+
+
+def test_a_repeat_request_gets_its_answer_computed_ahead(spread):
+    over_socket = call(spread.config.socket, "advise", job=marked(workers=2, name="first"), ready_key=KEY)
+    assert over_socket["action"] == "place" and over_socket["nodes"] == "n1,n2"
+    header, answers = published(spread)
+    assert header["v"] == 1 and (header["hook"], header["seen"]) == ("", 0) and header["expires"] > time.time()
+    ready = answers[KEY]["reply"]
+    # computed with the first job's claim subtracted: the emptiest nodes are now n3 and n4
+    assert ready["action"] == "place" and ready["nodes"] == "n3,n4"
+    assert ready["decision"] == answers[KEY]["id"] != over_socket["decision"]
+
+
+def test_a_taken_answer_is_recorded_under_the_jobs_own_fields_and_claimed(spread):
+    call(spread.config.socket, "advise", job=marked(workers=2, gpus=2), ready_key=KEY)
+    header, answers = published(spread)
+    answer = answers[KEY]
+    second = marked(workers=2, gpus=2, name="second", user_id=1234)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.sendto(note(answer["id"], second), str(taken_path(spread.config.socket)))
+    wait_for(lambda: spread.state.counters.ready_taken == 1)
+    assert gpus_per_node(spread) == {"n1": 2, "n2": 2, "n3": 2, "n4": 2}
+    header2, _ = published(spread, header["generation"])
+    assert (header2["hook"], header2["seen"]) == ("h1", 1)  # the hook may trust this file again
+    spread.writer.stop()
+    with Store.open(spread.config.db, create=False) as store:
+        decision = store.decision(answer["id"])
+    assert decision.request["name"] == "second" and decision.user_id == 1234
+    assert decision.action == "place" and decision.layout == (("worker", "n3"), ("worker", "n4"))
+    assert decision.extra["ready"] is True
+
+
+def test_a_note_queued_before_a_request_is_read_before_it_is_answered(spread):
+    call(spread.config.socket, "advise", job=marked(workers=2, gpus=3), ready_key=KEY)  # n1, n2
+    _, answers = published(spread)
+    assert answers[KEY]["reply"]["action"] == "observe"  # Slurm's own choice (n3, n4): claimed, not pinned
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.sendto(note(answers[KEY]["id"], marked(workers=2, gpus=3)), str(taken_path(spread.config.socket)))
+    # at once: the server must read the note first, or this job would be given n3 and n4 too
+    assert call(spread.config.socket, "advise", job=marked(workers=2, gpus=3))["action"] == "none"
+    assert max(gpus_per_node(spread).values()) <= 4
+
+
+def test_a_burst_of_takes_and_requests_never_overcommits(by_hand):
+    dispatcher = by_hand.dispatcher()
+    taken = 0
+    for i in range(12):  # 16 GPUs, 2 a job: 8 jobs fit, in answers taken or given over the socket
+        if i % 2 == 0 and by_hand.ready.rebuild():
+            _, answers = read_ready(ready_path(by_hand.config.socket))
+            if answers[KEY]["reply"]["action"] != "none":
+                taken += 1
+                dispatcher.taken(note(answers[KEY]["id"], marked(workers=2), seq=taken), 0)
+                continue
+        by_hand.advise(marked(workers=2), ready_key=KEY)
+        assert max(gpus_per_node(by_hand).values()) <= 4
+    assert taken >= 3 and by_hand.state.counters.ready_taken == taken
+    assert len(by_hand.state.claims) == 8 and gpus_per_node(by_hand) == {"n1": 4, "n2": 4, "n3": 4, "n4": 4}
+
+
+def test_a_claim_made_over_the_socket_withdraws_the_file_before_the_reply(by_hand):
+    path = ready_path(by_hand.config.socket)
+    by_hand.advise(marked(workers=2), ready_key=KEY)
+    assert by_hand.ready.rebuild() and path.exists()
+    assert by_hand.advise(marked(workers=2))["action"] == "place"
+    assert path.read_text() == ""  # emptied before advise returned: its answer may have overlapped
+    assert by_hand.ready.rebuild()
+    assert read_ready(path)[1][KEY]["reply"]["action"] == "place"
+
+
+def test_a_mode_switch_withdraws_the_answers_of_the_old_mode(by_hand):
+    path = ready_path(by_hand.config.socket)
+    by_hand.advise(marked(workers=2), ready_key=KEY)
+    assert by_hand.ready.rebuild() and read_ready(path)[1][KEY]["reply"]["action"] == "place"
+    by_hand.switch_mode("observe")
+    assert path.read_text() == ""
+    assert by_hand.ready.rebuild() and read_ready(path)[1][KEY]["reply"]["action"] == "observe"
+
+
+def test_a_note_from_another_user_or_for_an_unknown_answer_is_not_recorded(by_hand):
+    by_hand.advise(marked(workers=2), ready_key=KEY)
+    assert by_hand.ready.rebuild()
+    _, answers = read_ready(ready_path(by_hand.config.socket))
+    dispatcher = by_hand.dispatcher()
+    dispatcher.taken(note(answers[KEY]["id"], marked(workers=2)), 1000)  # neither root nor slurm
+    dispatcher.taken(note(answers[KEY]["id"], marked(workers=2)), None)  # no credentials
+    dispatcher.taken(b'{"v":1,"op":"advise","job":{}}', 0)
+    dispatcher.taken(b"\xff not json", 0)
+    assert by_hand.state.counters.ready_refused == 4
+    dispatcher.taken(note("d-000000000000", marked(workers=2)), 0)
+    assert by_hand.ready.unknown == 1
+    assert by_hand.state.counters.ready_taken == 0 and len(by_hand.state.claims) == 1
+    # the answer is still there for the hook, once
+    dispatcher.taken(note(answers[KEY]["id"], marked(workers=2)), 0)
+    dispatcher.taken(note(answers[KEY]["id"], marked(workers=2), seq=2), 0)
+    assert by_hand.state.counters.ready_taken == 1 and by_hand.ready.unknown == 2
+
+
+def test_taken_is_refused_over_the_stream_socket(spread):
+    reply = call(spread.config.socket, "taken", answer="d-000000000000", job=marked())
+    assert reply["ok"] is False and "datagram" in reply["error"]
+
+
+def test_keys_are_bounded_most_recent_kept(tmp_path):
+    daemon = make_daemon(tmp_path, policy=SpreadPolicy(), ready_keys=2)
+    daemon.ready._thread = threading.Thread(target=lambda: None)
+    daemon.start()
+    try:
+        wait_for(lambda: daemon.state.snapshot() is not None)
+        for i in range(4):
+            daemon.advise(marked(workers=1, name=str(i)), ready_key=f"key-{i}")
+        daemon.advise(marked(workers=1), ready_key="x" * 5000)  # too long: not remembered
+        assert daemon.ready.rebuild()
+        _, answers = read_ready(ready_path(daemon.config.socket))
+        assert sorted(answers) == ["key-2", "key-3"]
+    finally:
+        daemon.stop()
+
+
+def test_off_means_no_file_and_no_taken_socket(tmp_path):
+    daemon = make_daemon(tmp_path, policy=SpreadPolicy(), ready_keys=0)
+    daemon.start()
+    server = AdvisorServer(daemon.config.socket, daemon.dispatcher(), 2.0, taken=daemon.ready is not None)
+    with ServerThread(server):
+        call(daemon.config.socket, "advise", job=marked(workers=2), ready_key=KEY)
+        time.sleep(0.2)
+    daemon.stop()
+    assert daemon.ready is None and not ready_path(daemon.config.socket).exists()
+    assert not taken_path(daemon.config.socket).exists()
+
+
+def test_the_file_goes_when_the_daemon_stops(tmp_path):
+    daemon = make_daemon(tmp_path, policy=SpreadPolicy())
+    daemon.start()
+    server = AdvisorServer(daemon.config.socket, daemon.dispatcher(), 2.0, taken=True)
+    with ServerThread(server):
+        call(daemon.config.socket, "advise", job=marked(workers=2), ready_key=KEY)
+        published(daemon)
+    daemon.stop()
+    assert not ready_path(daemon.config.socket).exists()
