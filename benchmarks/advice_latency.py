@@ -10,6 +10,13 @@ mixes' jobs as the hook sends them (``loop.hook``: uniform per-task demand, memo
 last 1 s, so the load stays near its level instead of filling up with promised capacity.
 
     python benchmarks/advice_latency.py [--sizes 16,1000,10000] [--requests 500] [--seconds 5]
+                                        [--hook-calls 300]
+
+``--hook-calls N`` also runs the real hooks/job_submit.lua (under lua5.1 with the tests' mocked
+``slurm``, tests/hooks/lua/driver.lua: one Lua state, as in slurmctld) N times against the same
+daemon, cycling through three of the mix's job shapes 20 ms apart, and reports the time each call
+took: with repeat requests most are answered from the daemon's ready answers (daemon/ready.py)
+without a round trip, so this is the time a site's controller is blocked per advised job.
 
 Columns: round-trip p50/p99/max (ms) over sequential requests; advices/s with one client (the
 hook is serialised by slurmctld's Lua lock) and with two client processes; the share answered
@@ -34,6 +41,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests" / "hooks"))
 from decision_time import job_stream, loaded_snapshot, make_cluster
 
 from slurm_advisor.daemon.client import DaemonUnavailable, call
@@ -82,7 +90,7 @@ def serve(nodes: int, policy: str, socket_path: Path, db: Path) -> None:
     service = AdviceService(Advisor(make_policy(policy), fallback=fallback), express,
                             model_version=model_version(None) if policy == "learned" else None, has_switches=True)
     daemon = Daemon(config, LoadedSource(snapshot), NoQueue(), service, Store.open(str(db)))
-    server = AdvisorServer(socket_path, daemon.dispatcher(), 2.0)
+    server = AdvisorServer(socket_path, daemon.dispatcher(), 2.0, taken=daemon.ready is not None)
     daemon.start()
     signal.signal(signal.SIGTERM, lambda *_: (server.server_close(), daemon.stop(), os._exit(0)))
     print(f"ready {len(snapshot.running)}", flush=True)
@@ -120,7 +128,31 @@ def sustained(path: Path, requests: list[dict], seconds: float, clients: int) ->
     return total / seconds
 
 
-def measure(nodes: int, policy: str, n_requests: int, seconds: float) -> dict:
+def lua_case(fields: dict) -> dict:
+    """The job_submit.lua descriptor fields for a request (the inverse of the hook's read_job)."""
+    case = {k: fields[k] for k in ("comment", "num_tasks", "cpus_per_task", "tres_per_task", "time_limit")
+            if fields.get(k) is not None}
+    case["mem_per_cpu" if fields.get("mem_per_cpu") else "mem_per_node"] = fields["pn_min_memory"]
+    return {**case, "name": "bench", "user_id": 0, "environment": {"HOME": "/root"}}
+
+
+def hook_calls(path: Path, requests: list[dict], calls: int) -> tuple[list[float], dict]:
+    """The real hook's time per call (ms) over ``calls`` calls cycling through three job shapes."""
+    from test_lua_hooks import lua_literal  # tests/hooks: the same Lua encoding the hook tests use
+
+    driver = REPO / "tests" / "hooks" / "lua" / "driver.lua"
+    with tempfile.TemporaryDirectory(prefix="hook-bench-") as tmp:
+        case = Path(tmp) / "jobs.lua"
+        case.write_text("return {" + ",".join(lua_literal(lua_case(f)) for f in requests[:3]) + "}\n")
+        env = {**os.environ, "SLURM_ADVISOR_SOCKET": str(path), "SLURM_ADVISOR_TIMEOUT": "0.5",
+               "SLURM_ADVISOR_KILL_SWITCH": str(Path(tmp) / "disabled")}
+        proc = subprocess.run(["lua5.1", str(driver), "bench", str(REPO / "hooks" / "job_submit.lua"), str(case),
+                               str(calls), "0.02"], capture_output=True, text=True, env=env, timeout=600, check=True)
+    result = json.loads(proc.stdout)
+    return result["times_ms"], {"hook_logs": result["logs"]}
+
+
+def measure(nodes: int, policy: str, n_requests: int, seconds: float, n_hook_calls: int = 0) -> dict:
     with tempfile.TemporaryDirectory(prefix="advice-bench-") as tmp:
         sock, db = Path(tmp) / "advisor.sock", Path(tmp) / "advisor.db"
         child = subprocess.Popen([sys.executable, __file__, "--serve", str(nodes), "--policy", policy,
@@ -132,13 +164,17 @@ def measure(nodes: int, policy: str, n_requests: int, seconds: float) -> dict:
             times, placed = round_trips(sock, requests)
             one = sustained(sock, requests, seconds, 1)
             two = sustained(sock, requests, seconds, 2)
+            hook = hook_calls(sock, requests, n_hook_calls)[0] if n_hook_calls else []
+            taken = call(sock, "status").get("ready_taken", 0) if n_hook_calls else 0
         finally:
             child.send_signal(signal.SIGTERM)
             child.wait(timeout=30)
     ms = np.array(times) * 1e3
     return {"nodes": nodes, "policy": policy, "running": running, "requests": n_requests,
             "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max()),
-            "placed_share": placed / n_requests, "per_s_1_client": one, "per_s_2_clients": two}
+            "placed_share": placed / n_requests, "per_s_1_client": one, "per_s_2_clients": two,
+            **({"hook_p50_ms": float(np.percentile(hook, 50)), "hook_p99_ms": float(np.percentile(hook, 99)),
+                "hook_calls": len(hook), "hook_ready_share": taken / len(hook)} if hook else {})}
 
 
 def main(argv=None) -> int:
@@ -147,6 +183,7 @@ def main(argv=None) -> int:
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--requests", type=int, default=500)
     ap.add_argument("--seconds", type=float, default=5.0, help="length of each sustained-rate run")
+    ap.add_argument("--hook-calls", type=int, default=0, help="also time the real hook this many times")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "advice_latency.json")
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--policy", help=argparse.SUPPRESS)
@@ -162,7 +199,7 @@ def main(argv=None) -> int:
     for n in (int(s) for s in args.sizes.split(",")):
         for policy in args.policies.split(","):
             try:
-                row = measure(n, policy, args.requests, args.seconds)
+                row = measure(n, policy, args.requests, args.seconds, args.hook_calls)
             except DaemonUnavailable as exc:
                 print(f"{n:>6} {policy}: daemon failed: {exc}")
                 return 1
@@ -170,7 +207,9 @@ def main(argv=None) -> int:
             target = TARGET_P99_MS.get(n)
             print(f"{n:>6} {row['running']:>8}  {policy:<14}{row['p50_ms']:>8.2f}{row['p99_ms']:>8.2f}"
                   f"{row['max_ms']:>8.1f}{row['per_s_1_client']:>9.0f}{row['per_s_2_clients']:>9.0f}"
-                  f"{row['placed_share']:>8.0%}{'' if target is None else f'<={target:g}':>11}", flush=True)
+                  f"{row['placed_share']:>8.0%}{'' if target is None else f'<={target:g}':>11}"
+                  + (f"   hook p50/p99 {row['hook_p50_ms']:.2f}/{row['hook_p99_ms']:.2f} ms, "
+                     f"{row['hook_ready_share']:.0%} ready" if "hook_p50_ms" in row else ""), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"rows": rows, "target_per_s": TARGET_PER_S}, indent=2))
     return 0

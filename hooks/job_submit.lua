@@ -377,23 +377,17 @@ local ready_text, ready = nil, nil
 
 -- The file: a header line, one line per answer, and an end line naming the header's generation,
 -- each a flat JSON object (docs/protocol.md). The daemon rewrites it in place: a file caught half
--- written has no end line, or one for another generation, and is not used.
+-- written has no end line for its header's generation and is not used. Only the header is decoded
+-- per version of the file; an answer is found by its key's JSON text and only its line decoded.
 local function parse_ready(text)
-    local header, answers = nil, {}
-    for line in text:gmatch("[^\n]+") do
-        local obj = decode_flat(line)
-        if header == nil then
-            header = obj
-            if header.v ~= 1 or type(header.generation) ~= "number" then return nil end
-        elseif obj["end"] ~= nil then
-            if obj["end"] ~= header.generation then return nil end
-            header.answers = answers
-            return header
-        elseif type(obj.key) == "string" then
-            answers[obj.key] = obj
-        end
-    end
-    return nil
+    local first = text:find("\n", 1, true)
+    if first == nil then return nil end
+    local header = decode_flat(text:sub(1, first - 1))
+    if header.v ~= 1 or type(header.generation) ~= "number" then return nil end
+    local stop = text:find('\n{"end":' .. string.format("%d", header.generation) .. '}\n', first - 1, true)
+    if stop == nil then return nil end
+    header.body = text:sub(first, stop)  -- "\n" .. answer lines .. "\n"
+    return header
 end
 
 local function load_ready()
@@ -409,6 +403,16 @@ local function load_ready()
     return ready
 end
 
+-- The answer line for `key` in the file's body, decoded; nil if there is none.
+local function find_answer(t, key)
+    local at = t.body:find('\n{"key":' .. encode_string(key) .. ',', 1, true)
+    if at == nil then return nil end
+    local line_end = t.body:find("\n", at + 1, true)
+    local entry = decode_flat(t.body:sub(at + 1, line_end - 1))
+    if entry.key ~= key then return nil end
+    return entry
+end
+
 -- Whether the file counts every answer this hook used: written after the daemon read this hook's
 -- last note (hook/seen), or by another run of the daemon, or this hook has used none.
 local function trusted(t)
@@ -422,7 +426,7 @@ local function ready_answer(key, job)
     if SOCKET_MISSING or unix.dgram == nil then return nil end
     local t = load_ready()
     if t == nil or not trusted(t) then return nil end
-    local entry = t.answers[key]
+    local entry = find_answer(t, key)
     if type(entry) ~= "table" or type(entry.id) ~= "string" or type(entry.reply) ~= "string" then return nil end
     -- checked before the daemon is told: a note is a decision recorded and nodes claimed
     if not pcall(function() plan_from(decode_flat(entry.reply)) end) then return nil end

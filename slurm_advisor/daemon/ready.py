@@ -201,7 +201,7 @@ class ReadyAnswers:
             while len(self._answers) > _GENERATIONS_KEPT:
                 _, dropped = self._answers.popitem(last=False)
                 self._used.difference_update(dropped)
-            self._write(self._text(answers).encode("ascii"))
+            self._write(self._text(answers).encode())
             self.published += len(answers)
         return True
 
@@ -212,7 +212,9 @@ class ReadyAnswers:
         lines = [header] + [{"key": a.key, "id": a.id, "reply": protocol.encode(a.reply).decode().rstrip()}
                             for a in answers]
         lines.append({"end": self.generation})  # a file without it was caught half written
-        return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)  # ASCII: \u escapes
+        # UTF-8 and "key" first: the hook finds its answer by the JSON text of its key, which its
+        # own encoder writes the same way (raw UTF-8; \n, \t, ... and \u00XX for control bytes).
+        return "".join(json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n" for line in lines)
 
 
 def _unlink(path: Path) -> None:

@@ -377,8 +377,13 @@ def write_ready(daemon: FakeAdvisor, key: str, reply: dict[str, Any] = READY_PLA
     header = {"v": 1, "epoch": "e1", "generation": 1, "hook": hook, "seen": seen,
               "expires": int(expires if expires is not None else time.time() + 60)}
     lines = [header, {"key": key, "id": reply["decision"], "reply": json.dumps(reply)}, {"end": 1}]
-    path.write_text(text if text is not None else "".join(json.dumps(x) + "\n" for x in lines))
+    path.write_text(text if text is not None else "".join(ready_line(x) for x in lines))
     return path
+
+
+def ready_line(obj: dict[str, Any]) -> str:
+    """One line of the file as the daemon writes it (daemon/ready.py: compact, UTF-8)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n"
 
 
 @pytest.fixture
@@ -499,7 +504,7 @@ def test_what_follows_the_end_line_is_not_read(run_hook, daemon, taken) -> None:
     key = ready_key_of(run_hook, daemon)
     path = write_ready(daemon, key)
     old = {"key": key, "id": "d-cccccccccccc", "reply": json.dumps({**READY_PLACE, "decision": "d-cccccccccccc"})}
-    path.write_text(path.read_text() + json.dumps(old) + "\n" + '{"end":1}\n')
+    path.write_text(path.read_text() + ready_line(old) + '{"end":1}\n')
     assert writes(run_hook(MARKED))["admin_comment"] == "slurm-advisor:d-aaaaaaaaaaaa"
 
 

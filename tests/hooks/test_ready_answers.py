@@ -38,15 +38,19 @@ class Static:
         return ClusterSnapshot.empty(NODES)
 
 
-@pytest.mark.parametrize("pause_s", [0.0, 0.05])  # back to back, or with time for the file to catch up
-def test_a_burst_takes_ready_answers_and_never_overcommits(tmp_path: Path, pause_s: float) -> None:
+@pytest.mark.parametrize(("pause_s", "comment"), [
+    (0.0, JOB["comment"]),  # back to back
+    (0.05, JOB["comment"]),  # with time for the file to catch up
+    (0.05, 'run "7"\tü\\ ' + JOB["comment"]),  # the key's JSON text, escapes and UTF-8, as both sides write it
+])
+def test_a_burst_takes_ready_answers_and_never_overcommits(tmp_path: Path, pause_s: float, comment: str) -> None:
     config = replace(DaemonConfig(), socket=tmp_path / "advisor.sock", db=str(tmp_path / "advisor.db"),
                      refresh_s=60.0, claim_ttl_s=600.0)
     daemon = Daemon(config, Static(), NoQueue(), AdviceService(Advisor(SpreadPolicy()), lambda s, j, p: p),
                     Store.open(config.db))
     daemon.start()
     case = tmp_path / "case.lua"
-    case.write_text("return " + lua_literal(JOB) + "\n")
+    case.write_text("return " + lua_literal({**JOB, "comment": comment}) + "\n")
     environ = {**os.environ, "SLURM_ADVISOR_SOCKET": str(config.socket), "SLURM_ADVISOR_TIMEOUT": "1",
                "SLURM_ADVISOR_KILL_SWITCH": str(tmp_path / "disabled")}
     try:

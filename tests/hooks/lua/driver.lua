@@ -4,7 +4,8 @@ tests/hooks/test_lua_hooks.py):
 
   lua5.1 driver.lua submit HOOK CASE        one slurm_job_submit on the job in CASE
   lua5.1 driver.lua modify HOOK CASE        one slurm_job_modify
-  lua5.1 driver.lua bench  HOOK CASE N      N slurm_job_submit calls, each on a fresh copy
+  lua5.1 driver.lua bench  HOOK CASE N [S]  N slurm_job_submit calls, each on a fresh copy (CASE
+                                            may be a list of jobs, taken in turn), S seconds apart
   lua5.1 driver.lua burst  HOOK CASE N [S]  the same, with each call's writes (one Lua state, as
                                             slurmctld's), S seconds apart
   lua5.1 driver.lua cli    HOOK CASE        one slurm_cli_pre_submit (HOOK is cli_filter.lua)
@@ -132,14 +133,18 @@ dofile(hook)
 
 local result = { logs = logs }
 if mode == "bench" then
-    local total, worst = 0, 0
-    for _ = 1, count do
+    local total, worst, times = 0, 0, {}
+    local pause = tonumber(arg[5] or "0")
+    local cases = fields[1] and fields or { fields }  -- a list of jobs: submitted in turn
+    for i = 1, count do
+        if pause > 0 and have_core then core.sleep(pause) end
         local start = now()
-        slurm_job_submit(job_desc(copy(fields), {}), {}, 0)
+        slurm_job_submit(job_desc(copy(cases[(i - 1) % #cases + 1]), {}), {}, 0)
         local took = now() - start
         total, worst = total + took, math.max(worst, took)
+        times[i] = took * 1000
     end
-    result.calls, result.mean_ms, result.max_ms = count, total / count * 1000, worst * 1000
+    result.calls, result.mean_ms, result.max_ms, result.times_ms = count, total / count * 1000, worst * 1000, times
     result.logs = { unpack(logs, 1, math.min(#logs, 5)) }
     result.log_count = #logs
 elseif mode == "burst" then
