@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 
 import numpy as np
 
@@ -47,6 +48,9 @@ class PatientPolicy:
         self._alone: dict[tuple, tuple[float, int]] = {}
         self._end_of: dict[int, float] = {}         # id(running job) -> expected end
         self._pinned: dict[int, RunningJob] = {}
+        # The daemon's ready answers (daemon/ready.py) compute in a thread of their own beside the
+        # requests: the caches keyed by id() must not be pruned while another thread fills them.
+        self._cache_lock = threading.RLock()
 
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | Hold | None:
         placement = self.inner.place(snapshot, job, rng)
@@ -130,15 +134,16 @@ class PatientPolicy:
     def _ends(self, snapshot: ClusterSnapshot) -> np.ndarray:
         """``expected_end`` of every running job, in running order (cached per running job)."""
         running = snapshot.running
-        ends = np.array(list(map(self._end_of.get, map(id, running), itertools.repeat(math.nan))))
-        for i in np.flatnonzero(np.isnan(ends)).tolist():
-            rj = running[i]
-            ends[i] = self._end_of[id(rj)] = self.expected_end(snapshot, rj)
-            self._pinned[id(rj)] = rj  # keeps the id unique while it is cached
-        if len(self._end_of) > 2 * len(running) + 1024:
-            keep = set(map(id, running))
-            self._end_of = {k: v for k, v in self._end_of.items() if k in keep}
-            self._pinned = {k: v for k, v in self._pinned.items() if k in keep}
+        with self._cache_lock:
+            ends = np.array(list(map(self._end_of.get, map(id, running), itertools.repeat(math.nan))))
+            for i in np.flatnonzero(np.isnan(ends)).tolist():
+                rj = running[i]
+                ends[i] = self._end_of[id(rj)] = self.expected_end(snapshot, rj)
+                self._pinned[id(rj)] = rj  # keeps the id unique while it is cached
+            if len(self._end_of) > 2 * len(running) + 1024:
+                keep = set(map(id, running))
+                self._end_of = {k: v for k, v in self._end_of.items() if k in keep}
+                self._pinned = {k: v for k, v in self._pinned.items() if k in keep}
         return ends
 
     def expected_end(self, snapshot: ClusterSnapshot, rj: RunningJob) -> float:
@@ -150,12 +155,14 @@ class PatientPolicy:
         and that number of nodes."""
         key = (job.type, job.num_ps, job.num_workers, job.ps_demand, job.worker_demand,
                job.model_size_mb, job.batch_size)
-        if key not in self._alone:
+        found = self._alone.get(key)
+        if found is None:
             empty = ClusterSnapshot.empty(snapshot.nodes, snapshot.time)
             placement = SlurmDefaultPolicy().place(empty, job)
-            self._alone[key] = ((self.speed.predict(empty, job, placement), len(placement.nodes()))
-                                if placement else (float("inf"), 0))
-        return self._alone[key]
+            found = ((self.speed.predict(empty, job, placement), len(placement.nodes()))
+                     if placement else (float("inf"), 0))
+            self._alone[key] = found  # one dict write: another thread may have written the same
+        return found
 
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
         return self.inner.score_nodes(snapshot, job)
