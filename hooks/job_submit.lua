@@ -5,8 +5,8 @@ slurmctld runs this inside its locks: every millisecond here blocks the whole co
   * a job whose --comment lacks "slurm-advisor:" returns at once, untouched, with no I/O at all;
   * for a marked job: one `advise` request to the daemon (docs/protocol.md), one line out, one
     line back, the whole exchange bounded by TIMEOUT_S -- unless the daemon has the answer ready:
-    for requests it has seen before it writes their answers ahead to SOCKET .. ".ready" (a Lua
-    file, read here with no round trip), and the hook that uses one tells the daemon with one
+    for requests it has seen before it writes their answers ahead to SOCKET .. ".ready" (JSON
+    lines, read here with no round trip), and the hook that uses one tells the daemon with one
     datagram to SOCKET .. ".taken" (no reply awaited). An answer is used only from a file that
     counts every answer this hook used before (see ready_answer), so no two jobs get the same
     nodes; anything wrong with the file and the hook asks over the socket;
@@ -453,12 +453,12 @@ local function ready_key(job)
 end
 
 -- Ask the daemon about `job` (read_job's list): a plan, or nil and the reason there is none.
--- Never raises. `ready` (slurm_job_submit only): use the daemon's ready answers.
-local function advise(job, ready)
+-- Never raises. `use_ready` (slurm_job_submit only): use the daemon's ready answers.
+local function advise(job, use_ready)
     local ok, plan, why = pcall(function()
-        local key = ready and ready_key(job) or nil
+        local key = use_ready and ready_key(job) or nil
         local reply = nil
-        if ready then
+        if use_ready then
             local got, answer = pcall(ready_answer, key, job)
             if got then reply = answer end
         end
