@@ -68,7 +68,9 @@ def test_a_burst_takes_ready_answers_and_never_overcommits(tmp_path: Path, pause
     stamped = [c["admin_comment"].split(":")[1] for c in calls if "admin_comment" in c]
     assert len(stamped) == 8  # 16 GPUs, 2 a job: eight jobs advised, then none fit
     assert held == {"n1": 4, "n2": 4, "n3": 4, "n4": 4}
-    assert daemon.state.counters.ready_taken >= 1 and daemon.ready.unknown == 0  # some from the file
+    assert daemon.ready.unknown == 0  # every answer the hook used was one the daemon held
+    if pause_s:  # with time for the file to be rewritten (back to back, a busy machine may miss all)
+        assert daemon.state.counters.ready_taken >= 2
     with Store.open(config.db, create=False) as store:
         recorded = {d.id: d for d in store.load_decisions()}
     assert set(stamped) <= set(recorded)  # every decision the hook wrote is the daemon's record
