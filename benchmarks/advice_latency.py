@@ -136,7 +136,7 @@ def lua_case(fields: dict) -> dict:
     return {**case, "name": "bench", "user_id": 0, "environment": {"HOME": "/root"}}
 
 
-def hook_calls(path: Path, requests: list[dict], calls: int) -> tuple[list[float], dict]:
+def hook_calls(path: Path, requests: list[dict], calls: int) -> list[float]:
     """The real hook's time per call (ms) over ``calls`` calls cycling through three job shapes."""
     from test_lua_hooks import lua_literal  # tests/hooks: the same Lua encoding the hook tests use
 
@@ -148,8 +148,7 @@ def hook_calls(path: Path, requests: list[dict], calls: int) -> tuple[list[float
                "SLURM_ADVISOR_KILL_SWITCH": str(Path(tmp) / "disabled")}
         proc = subprocess.run(["lua5.1", str(driver), "bench", str(REPO / "hooks" / "job_submit.lua"), str(case),
                                str(calls), "0.02"], capture_output=True, text=True, env=env, timeout=600, check=True)
-    result = json.loads(proc.stdout)
-    return result["times_ms"], {"hook_logs": result["logs"]}
+    return json.loads(proc.stdout)["times_ms"]
 
 
 def measure(nodes: int, policy: str, n_requests: int, seconds: float, n_hook_calls: int = 0) -> dict:
@@ -164,7 +163,7 @@ def measure(nodes: int, policy: str, n_requests: int, seconds: float, n_hook_cal
             times, placed = round_trips(sock, requests)
             one = sustained(sock, requests, seconds, 1)
             two = sustained(sock, requests, seconds, 2)
-            hook = hook_calls(sock, requests, n_hook_calls)[0] if n_hook_calls else []
+            hook = hook_calls(sock, requests, n_hook_calls) if n_hook_calls else []
             taken = call(sock, "status").get("ready_taken", 0) if n_hook_calls else 0
         finally:
             child.send_signal(signal.SIGTERM)

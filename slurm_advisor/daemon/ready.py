@@ -48,13 +48,17 @@ _GENERATIONS_KEPT = 4    # a take may name an answer of a file already replaced
 
 @dataclass(frozen=True)
 class ReadyAnswer:
-    id: str                          # the decision id the answer carries
     key: str
     reply: dict[str, Any]
     decision: Decision
     job: Job
     snapshot: ClusterSnapshot
     claim: Placement | None          # what the answer claims once taken
+
+    @property
+    def id(self) -> str:
+        """The decision id the answer carries."""
+        return self.decision.id
 
 
 def ready_path(socket_path: Path) -> Path:
@@ -83,7 +87,6 @@ class ReadyAnswers:
         self.epoch = f"{time.time_ns():x}"  # this daemon's run: a hook's takes of another run do not count
         self.generation = 0
         self.published = 0               # answers in files so far
-        self.taken = 0
         self.unknown = 0                 # takes naming an answer no longer kept (logged)
         self._keys: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._answers: OrderedDict[int, dict[str, ReadyAnswer]] = OrderedDict()  # generation -> id -> answer
@@ -117,7 +120,7 @@ class ReadyAnswers:
         self._wake.set()
 
     def changed(self) -> None:
-        """A new snapshot, mode or model: new answers (the file stays until they are written)."""
+        """A new snapshot (or model): new answers; the file stays until they are written."""
         self._wake.set()
 
     def take(self, answer_id: Any, hook: Any, seq: Any) -> ReadyAnswer | None:
@@ -136,7 +139,6 @@ class ReadyAnswers:
                         str(answer_id)[:64])
             return None
         self._used.add(answer_id)
-        self.taken += 1
         return answer
 
     # -- the thread -------------------------------------------------------------------------
@@ -191,7 +193,7 @@ class ReadyAnswers:
                 reply, decision, job, claim = self.compute(snapshot, fields, mode, rng=self._rng)
             except protocol.ProtocolError:
                 continue  # a request the daemon refuses is answered over the socket, with its error
-            answers.append(ReadyAnswer(decision.id, key, reply, decision, job, snapshot, claim))
+            answers.append(ReadyAnswer(key, reply, decision, job, snapshot, claim))
         with self.lock:
             if version != self._version:
                 self._wake.set()

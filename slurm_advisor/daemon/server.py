@@ -24,7 +24,7 @@ from typing import Any
 
 from slurm_advisor.daemon import munge, protocol
 from slurm_advisor.daemon.protocol import ProtocolError
-from slurm_advisor.daemon.ready import TAKEN_SUFFIX
+from slurm_advisor.daemon.ready import TAKEN_SUFFIX, taken_path
 
 log = logging.getLogger("slurm_advisor.daemon")
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
@@ -107,7 +107,7 @@ class AdvisorServer:
             self._selector.register(self._reports, selectors.EVENT_READ, "tcp")
         # The hook's notes that it used a ready answer (daemon/ready.py): datagrams, read before
         # any request is answered, so every answer counts the ones the hook used before it.
-        self._taken = _taken_socket(Path(str(path) + TAKEN_SUFFIX)) if taken else None
+        self._taken = _taken_socket(taken_path(path)) if taken else None
         if self._taken is not None:
             self._selector.register(self._taken, selectors.EVENT_READ, "taken")
         self._wake_r, self._wake_w = socket.socketpair()
@@ -152,7 +152,7 @@ class AdvisorServer:
             if sock is not None:
                 sock.close()
         self._selector.close()
-        for path in (self.server_address, self.server_address + TAKEN_SUFFIX):
+        for path in (self.server_address, str(taken_path(Path(self.server_address)))):
             try:
                 os.unlink(path)
             except OSError:
