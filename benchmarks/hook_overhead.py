@@ -58,15 +58,16 @@ def timed_hook() -> Path:
     return TIMED_HOOK
 
 
+CTLD_LOG = Path(BEDS["hooked"][0]) / "log" / "slurmctld.log"
+
+
 def hook_times(since_line: int) -> list[float]:
-    log = Path(BEDS["hooked"][0]) / "log" / "slurmctld.log"
-    lines = log.read_text(errors="replace").splitlines()[since_line:]
+    lines = CTLD_LOG.read_text(errors="replace").splitlines()[since_line:]
     return sorted(float(m.group(1)) for line in lines if (m := re.search(TIMING + r" ([\d.]+)", line)))
 
 
 def log_lines() -> int:
-    log = Path(BEDS["hooked"][0]) / "log" / "slurmctld.log"
-    return len(log.read_text(errors="replace").splitlines()) if log.exists() else 0
+    return len(CTLD_LOG.read_text(errors="replace").splitlines()) if CTLD_LOG.exists() else 0
 
 
 def bed_env(name: str) -> dict[str, str]:
@@ -119,6 +120,12 @@ def submit_batch(name: str, jobs: int, clients: int, marked: bool = True) -> flo
     return rate
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` so far (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def advised_actions(since: datetime) -> dict[str, int]:
     """How many decisions the daemon recorded per action since ``since`` (place, cap, observe:
     stamped only, none), so the figure says which path the advised submissions took."""
@@ -151,11 +158,14 @@ def main(argv=None) -> int:
         daemon = start_daemon(args.policy, args.mode, args.ready_keys)
         first_line = log_lines()
         rates: dict[str, list[float]] = {"plain": [], "unmarked": [], "hooked": []}
+        daemon_ms: list[float] = []  # the daemon's CPU per advised submission, per round
         print(f"{'round':>5} {'plain /s':>10} {'unmarked /s':>12} {'advised /s':>11} {'ratio':>7}")
         for r in range(args.rounds):
             rates["plain"].append(submit_batch("plain", args.jobs, args.clients))
             rates["unmarked"].append(submit_batch("hooked", args.jobs, args.clients, marked=False))
+            cpu0 = cpu_seconds(daemon.pid)
             rates["hooked"].append(submit_batch("hooked", args.jobs, args.clients))
+            daemon_ms.append((cpu_seconds(daemon.pid) - cpu0) / args.jobs * 1e3)
             print(f"{r + 1:>5} {rates['plain'][-1]:>10.1f} {rates['unmarked'][-1]:>12.1f} "
                   f"{rates['hooked'][-1]:>11.1f} {rates['hooked'][-1] / rates['plain'][-1]:>7.3f}", flush=True)
         plain, unmarked, hooked = (sorted(v)[len(v) // 2] for v in rates.values())
@@ -163,6 +173,8 @@ def main(argv=None) -> int:
         print(f"median {plain:>10.1f} {unmarked:>12.1f} {hooked:>11.1f} {ratio:>7.3f}   "
               f"(target ratio >= {TARGET_RATIO}; advised / unmarked on the same controller "
               f"{hooked / unmarked:.3f})")
+        print(f"daemon CPU per advised submission: {sorted(daemon_ms)[len(daemon_ms) // 2]:.2f} ms "
+              f"(median of the rounds; during the batch, so a refresh may fall in or out)")
         actions = advised_actions(started)
         print("what the advised submissions were told:", ", ".join(f"{a} {n}" for a, n in sorted(actions.items())))
         times = hook_times(first_line) if args.hook_times else []
@@ -175,6 +187,7 @@ def main(argv=None) -> int:
                                         "median_advised": hooked, "ratio": ratio, "actions": actions,
                                         "ratio_to_unmarked": hooked / unmarked, "jobs": args.jobs,
                                         "ready_keys": args.ready_keys, "hook_ms": times,
+                                        "daemon_cpu_ms_per_advised": daemon_ms,
                                         "clients": args.clients, "policy": args.policy, "mode": args.mode}, indent=2))
     finally:
         if daemon is not None:
