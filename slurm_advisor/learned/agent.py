@@ -98,6 +98,7 @@ class LearnedPolicy:
         state = IncrementalState(snapshot, job, self.schema)
         summary = _Summary(self.scorer, len(state.names))
         tasks: list[TaskAssignment] = []
+        last = job.num_tasks - 1
         for k, role in enumerate(job.roles()):
             fresh = role is not state.role or k == 1  # k == 1: "tasks elsewhere" turns on everywhere
             if role is not state.role:
@@ -105,7 +106,8 @@ class LearnedPolicy:
             if not len(state.order):
                 return None
             action = summary.choose(state, k, state.glob(role, k), fresh)
-            state.take(action, role)
+            if k < last:  # the last task's effects on the state are never read
+                state.take(action, role)
             tasks.append(TaskAssignment(role, state.names[action]))
         return Placement(job.id, tuple(tasks))
 

@@ -156,7 +156,9 @@ class IncrementalState(PlacementState):
         self._flag = np.zeros(len(self.names), dtype=bool)
         self._roles, self._placed = job.roles(), 0
         self._whole_nodes: WholeNodes | None = None
-        if len(self._roles) < (1 << 16) - 1:  # "whole" followed without a pass over the nodes (uint16 counts)
+        # "whole" followed without a pass over the nodes (uint16 counts); a one-task job's last
+        # (only) task is never taken, so its "whole" is the feasibility test of begin().
+        if 1 < len(self._roles) < (1 << 16) - 1:
             self._whole_nodes = WholeNodes(self.free, self.remaining, [self.demand(r) for r in self._roles])
         if self.hint is not None:
             self.hint = np.array(self.hint, dtype=np.int64)
