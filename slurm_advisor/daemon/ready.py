@@ -17,7 +17,9 @@ takes the daemon had processed when it computed the file). slurmctld calls the h
 time, so after a take the hook goes back to the socket until a file that knows of that take is
 written, and the server reads every queued datagram before it answers any request. An answer over
 the socket that claims nodes withdraws the file before the reply leaves (its answers may overlap
-that claim); a new snapshot or mode makes new answers. Nothing here can cost a job: whatever is
+that claim); a new snapshot or mode makes new answers. A take that claims nothing (the answer
+was "none" or Slurm's own choice) leaves the other answers standing: the next file carries them
+again beside a new answer for the used key. Nothing here can cost a job: whatever is
 wrong with the file, the hook asks over the socket.
 """
 from __future__ import annotations
@@ -93,6 +95,10 @@ class ReadyAnswers:
         self._used: set[str] = set()
         self._seen: tuple[str, int] = ("", 0)   # (hook instance, its takes processed)
         self._version = 0
+        # What the next rebuild computes: every key's answer, or (after takes that claimed
+        # nothing, so the other answers still hold) only the keys whose answers were used.
+        self._full = True
+        self._reissue: set[str] = set()
         self._rng = np.random.default_rng()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -110,17 +116,21 @@ class ReadyAnswers:
             self._keys.move_to_end(key)
             while len(self._keys) > self.max_keys:
                 self._keys.popitem(last=False)
+            self._full |= not known
         if not known:
             self._wake.set()
 
     def withdraw(self) -> None:
         """Under the advise lock: a decision changed the claims; the file's answers may overlap it."""
         self._version += 1
+        self._full = True
         self._write(b"")
         self._wake.set()
 
     def changed(self) -> None:
         """A new snapshot (or model): new answers; the file stays until they are written."""
+        with self.lock:
+            self._full = True
         self._wake.set()
 
     def take(self, answer_id: Any, hook: Any, seq: Any) -> ReadyAnswer | None:
@@ -135,10 +145,18 @@ class ReadyAnswers:
             answer = next((g[answer_id] for g in self._answers.values() if answer_id in g), None)
         if answer is None:
             self.unknown += 1
+            self._full = True
             log.warning("the hook used ready answer %r, which this daemon no longer holds: not recorded",
                         str(answer_id)[:64])
             return None
         self._used.add(answer_id)
+        # A take that claims nothing leaves the state the latest file's other answers were
+        # computed on: only this key needs a new answer (a new decision id). Anything else
+        # changes the free capacity every answer saw.
+        if answer.claim is None and self._answers and answer_id in self._answers[next(reversed(self._answers))]:
+            self._reissue.add(answer.key)
+        else:
+            self._full = True
         return answer
 
     # -- the thread -------------------------------------------------------------------------
@@ -170,7 +188,9 @@ class ReadyAnswers:
     def _run(self) -> None:
         while not self._stop.is_set():
             # Woken by a change; otherwise rewritten before the file's lifetime ends.
-            self._wake.wait(timeout=self.lifetime_s / 3)
+            if not self._wake.wait(timeout=self.lifetime_s / 3):
+                with self.lock:
+                    self._full = True
             self._wake.clear()
             if self._stop.is_set():
                 return
@@ -183,21 +203,26 @@ class ReadyAnswers:
         """Compute the remembered requests' answers and publish them, unless a decision was made
         meanwhile (then the next wake computes them again). True when a file was written."""
         with self.lock:
-            version, keys, current = self._version, list(self._keys.items()), self.current()
-        if current is None or not keys:
+            version, current = self._version, self.current()
+            kept = self._still_valid()
+            keys = [(k, f) for k, f in self._keys.items() if k not in kept]
+            self._full, self._reissue = False, set()
+        if current is None or not self._keys:
             return False
         snapshot, mode = current
-        answers = []
+        answers = {}
         for key, fields in keys:
             try:
                 reply, decision, job, claim = self.compute(snapshot, fields, mode, rng=self._rng)
             except protocol.ProtocolError:
                 continue  # a request the daemon refuses is answered over the socket, with its error
-            answers.append(ReadyAnswer(key, reply, decision, job, snapshot, claim))
+            answers[key] = ReadyAnswer(key, reply, decision, job, snapshot, claim)
         with self.lock:
             if version != self._version:
+                self._full = True  # the kept answers may be stale now too
                 self._wake.set()
                 return False
+            answers = [a for k in self._keys if (a := kept.get(k) or answers.get(k)) is not None]
             self.generation += 1
             self._answers[self.generation] = {a.id: a for a in answers}
             while len(self._answers) > _GENERATIONS_KEPT:
@@ -206,6 +231,15 @@ class ReadyAnswers:
             self._write(self._text(answers).encode())
             self.published += len(answers)
         return True
+
+    def _still_valid(self) -> dict[str, ReadyAnswer]:
+        """Under the lock: the latest file's answers the next file may carry again, by key (none
+        when every answer must be computed again)."""
+        if self._full or not self._answers:
+            return {}
+        latest = self._answers[next(reversed(self._answers))]
+        return {a.key: a for a in latest.values()
+                if a.key not in self._reissue and a.id not in self._used and a.key in self._keys}
 
     def _text(self, answers: list[ReadyAnswer]) -> str:
         hook, seen = self._seen

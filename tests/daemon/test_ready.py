@@ -144,6 +144,30 @@ def test_a_burst_of_takes_and_requests_never_overcommits(by_hand):
     assert len(by_hand.state.claims) == 8 and gpus_per_node(by_hand) == {"n1": 4, "n2": 4, "n3": 4, "n4": 4}
 
 
+def test_a_take_that_claims_nothing_recomputes_only_its_own_answer(by_hand):
+    keys = {"none": marked(workers=2, gpus=8), "two": marked(workers=2), "one": marked(workers=1, gpus=2)}
+    for key, fields in keys.items():  # 8 GPUs a task: no node has them
+        by_hand.advise(fields, ready_key=key)
+    computed = []
+    compute = by_hand.ready.compute
+    by_hand.ready.compute = lambda snapshot, fields, *a, **k: (computed.append(fields), compute(snapshot, fields, *a, **k))[1]
+    path, dispatcher = ready_path(by_hand.config.socket), by_hand.dispatcher()
+    assert by_hand.ready.rebuild() and len(computed) == 3
+    _, before = read_ready(path)
+    assert before["none"]["reply"]["action"] == "none" and before["two"]["reply"]["action"] == "place"
+    dispatcher.taken(note(before["none"]["id"], keys["none"]), 0)
+    assert by_hand.state.counters.ready_taken == 1
+    assert by_hand.ready.rebuild() and computed[3:] == [keys["none"]]
+    header, after = read_ready(path)
+    assert header["seen"] == 1 and after["none"]["id"] != before["none"]["id"]
+    assert [after[k]["id"] for k in ("two", "one")] == [before[k]["id"] for k in ("two", "one")]
+    # a take that claims nodes changes what every answer saw: all are computed again
+    dispatcher.taken(note(after["two"]["id"], keys["two"], seq=2), 0)
+    assert by_hand.ready.rebuild() and len(computed) == 7
+    header, last = read_ready(path)
+    assert header["seen"] == 2 and all(last[k]["id"] != after[k]["id"] for k in keys)
+
+
 def test_a_claim_made_over_the_socket_withdraws_the_file_before_the_reply(by_hand):
     path = ready_path(by_hand.config.socket)
     by_hand.advise(marked(workers=2), ready_key=KEY)
