@@ -19,8 +19,9 @@ Each setting fits both today's site model (``site_speed``: a vocabulary from the
 parametric form per type plus a residual, an ensemble) and the MLP every model used before
 (``speed_model``, one "unknown" slot for every type ``jobtypes`` does not know), each with
 ``--fit-seeds`` (default 0 and 1). Per model: MAPE over all test samples (mean over fit seeds)
-and its range over test traces and fit seeds -- how noisy the figure is. "no pace" is the
-same site model fitted without node slots (every node the typical node): what node paces buy.
+and its range over test traces and fit seeds -- how noisy the figure is. "no racks" is the
+same site model fitted and judged on the samples without their racks' loads (``SpeedSample.switches``):
+what the rack inputs buy.
 For the site model also the ensemble's spread (mean std of its members' log predictions) and
 how much larger the error is on the quarter of samples it is least sure of than on the quarter
 it is surest of.
@@ -85,16 +86,17 @@ def measure(nodes, truth, types, jobs: int, hp: Hyper, fit_seeds: list[int]) -> 
     samples = record(nodes, trace(TRAIN_SEED), truth, TRAIN_POLICIES, seed=0)
     tests = [record(nodes, trace(s), truth, TEST_POLICIES, seed=100 + s) for s in TEST_SEEDS]
     row = {"train_samples": len(samples), "test_samples": [len(t) for t in tests],
-           "site": {}, "site_no_pace": {}, "mlp": {}}
+           "site": {}, "site_no_racks": {}, "mlp": {}}
     n = [len(t) for t in tests]
     for seed in fit_seeds:
         hp_s = replace(hp, seed=seed)
-        # the same fit without node slots: every node the typical node (the model before node paces)
-        for kind, hp_k in (("site", hp_s), ("site_no_pace", replace(hp_s, speed_min_node_samples=10 ** 9))):
+        # the same fit on samples without their racks' loads (the model before rack inputs)
+        for kind, train, judged in (("site", samples, tests),
+                                    ("site_no_racks", _without_racks(samples), [_without_racks(t) for t in tests])):
             started = time.process_time()
-            site, metrics = fit_site_model(samples, hp_k)
+            site, metrics = fit_site_model(train, hp_s)
             fit_s = time.process_time() - started
-            row[kind][seed] = {**_judge_site(site, tests), "fit_cpu_s": fit_s, "vocabulary": metrics["vocabulary"],
+            row[kind][seed] = {**_judge_site(site, judged), "fit_cpu_s": fit_s, "vocabulary": metrics["vocabulary"],
                                "node_slots": len(site.vocab.nodes)}
         started = time.process_time()
         net, _ = fit_speed_model(samples, FeatureSchema(), hp_s)
@@ -102,12 +104,16 @@ def measure(nodes, truth, types, jobs: int, hp: Hyper, fit_seeds: list[int]) -> 
         mlp = LearnedSpeedModel(net, FeatureSchema())
         per_mlp = [mlp.mape(test) for test in tests]
         row["mlp"][seed] = {"per_trace": per_mlp, "mape": float(np.average(per_mlp, weights=n)), "fit_cpu_s": mlp_s}
-    for kind in ("site", "site_no_pace", "mlp"):
+    for kind in ("site", "site_no_racks", "mlp"):
         fits = row[kind].values()
         row[f"{kind}_mape"] = float(np.mean([f["mape"] for f in fits]))
         row[f"{kind}_range"] = [min(min(f["per_trace"]) for f in fits), max(max(f["per_trace"]) for f in fits)]
         row[f"{kind}_fit_cpu_s"] = float(np.mean([f["fit_cpu_s"] for f in fits]))
     return row
+
+
+def _without_racks(samples):
+    return [replace(s, switches=()) for s in samples]
 
 
 def _judge_site(site, tests) -> dict:
@@ -141,7 +147,7 @@ def main(argv=None) -> int:
     seeds = [int(s) for s in args.fit_seeds.split(",")]
     wanted = [s for s in args.only.split(",") if s]
     rows = {}
-    print(f"{'setting':<22}{'train':>7}{'test':>7}{'MLP MAPE':>10}{'no pace':>9}{'site MAPE':>11}{'(range)':>14}"
+    print(f"{'setting':<22}{'train':>7}{'test':>7}{'MLP MAPE':>10}{'no racks':>9}{'site MAPE':>11}{'(range)':>14}"
           f"{'<=0.10':>7}{'spread':>8}{'unsure/sure':>12}{'fit s':>7}{'MLP s':>7}")
     for name, (truth, types) in settings().items():
         if wanted and name not in wanted:
@@ -152,7 +158,7 @@ def main(argv=None) -> int:
         spread = np.mean([f["member_spread"] for f in fits])
         unsure = np.mean([f["least_vs_most_sure_error"] for f in fits])
         print(f"{name:<22}{r['train_samples']:>7}{sum(r['test_samples']):>7}{r['mlp_mape']:>10.3f}"
-              f"{r['site_no_pace_mape']:>9.3f}{r['site_mape']:>11.3f}{_range(r['site_range']):>14}"
+              f"{r['site_no_racks_mape']:>9.3f}{r['site_mape']:>11.3f}{_range(r['site_range']):>14}"
               f"{'yes' if r['site_mape'] <= TARGET else 'no':>7}{spread:>8.3f}{unsure:>12.1f}"
               f"{r['site_fit_cpu_s']:>7.1f}{r['mlp_fit_cpu_s']:>7.1f}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,15 @@ import logging
 
 from slurm_advisor.daemon.protocol import ProtocolError
 from slurm_advisor.daemon.service import job_from_request
-from slurm_advisor.domain import ClusterSnapshot, Placement, Role, RunningJob, SpeedSample, TaskAssignment
+from slurm_advisor.domain import (
+    ClusterSnapshot,
+    Placement,
+    Role,
+    RunningJob,
+    SpeedSample,
+    TaskAssignment,
+    switch_loads,
+)
 from slurm_advisor.domain.decision import Decision
 
 log = logging.getLogger("slurm_advisor.daemon")
@@ -30,7 +38,10 @@ def live_sample(snapshot: ClusterSnapshot | None, job_id: str, when: float, spee
     neighbours = {rj.job.id: rj for node in own for rj in snapshot.jobs_on(node) if rj.job.id != job_id}
     used = set(own).union(*(rj.placement.nodes() for rj in neighbours.values()))
     nodes = tuple(n for n in snapshot.nodes if n.name in used)
-    return SpeedSample(when, subject, tuple(neighbours.values()), nodes, speed, source="live")
+    switches = dict.fromkeys(snapshot.node(n).switch for n in own)
+    loads = switch_loads(snapshot, set(switches) - {None})
+    return SpeedSample(when, subject, tuple(neighbours.values()), nodes, speed, source="live",
+                       switches=tuple(loads[s] for s in switches if s in loads))
 
 
 def _subject(snapshot: ClusterSnapshot, job_id: str, decision: Decision | None) -> RunningJob | None:

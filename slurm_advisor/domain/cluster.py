@@ -163,6 +163,12 @@ class ClusterSnapshot:
             self._running_tuple = tuple(self._running.values())
         return self._running_tuple
 
+    @property
+    def running_identity(self) -> object:
+        """The same object for snapshots that share their running jobs (``at``, ``with_free``):
+        a cache key for what depends on the running jobs alone."""
+        return self._running
+
     def running_job(self, job_id: str) -> RunningJob | None:
         return self._running.get(job_id)
 

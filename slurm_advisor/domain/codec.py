@@ -6,7 +6,7 @@ from datetime import datetime
 from slurm_advisor.domain.cluster import Node, RunningJob
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.job import Job, Role
-from slurm_advisor.domain.observation import SpeedSample
+from slurm_advisor.domain.observation import SpeedSample, SwitchLoad
 from slurm_advisor.domain.placement import Placement, TaskAssignment
 from slurm_advisor.domain.resources import Resources
 
@@ -66,14 +66,16 @@ def node_from_dict(d: dict) -> Node:
 def sample_to_dict(s: SpeedSample) -> dict:
     return {"time": s.time, "subject": running_to_dict(s.subject),
             "neighbours": [running_to_dict(n) for n in s.neighbours],
-            "nodes": [node_to_dict(n) for n in s.nodes], "speed": s.speed, "source": s.source}
+            "nodes": [node_to_dict(n) for n in s.nodes], "speed": s.speed, "source": s.source,
+            **({"switches": [[w.switch, w.gpu_busy, w.crossing] for w in s.switches]} if s.switches else {})}
 
 
 def sample_from_dict(d: dict) -> SpeedSample:
     return SpeedSample(float(d["time"]), running_from_dict(d["subject"]),
                        tuple(running_from_dict(n) for n in d["neighbours"]),
                        tuple(node_from_dict(n) for n in d["nodes"]), float(d["speed"]),
-                       str(d.get("source", "sim")))
+                       str(d.get("source", "sim")),  # samples logged before switch loads have none
+                       tuple(SwitchLoad(str(w), float(b), int(c)) for w, b, c in d.get("switches", ())))
 
 
 def decision_to_dict(d: Decision) -> dict:

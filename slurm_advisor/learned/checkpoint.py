@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from slurm_advisor.errors import InputError
+from slurm_advisor.learned import site_features
 from slurm_advisor.learned.features import SCHEMA_VERSION, FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.policy_net import PolicyNet
@@ -64,7 +65,8 @@ def save(directory: Path, policy: PolicyNet, speed: SpeedNet | SiteSpeedModel, s
     kind = {}
     if isinstance(speed, SiteSpeedModel):
         torch.save(speed.net.state_dict(), directory / "speed.pt")
-        kind = {"speed_kind": "site", "speed_vocab": speed.vocab.to_dict(), "speed_members": speed.net.members}
+        kind = {"speed_kind": "site", "speed_vocab": speed.vocab.to_dict(), "speed_members": speed.net.members,
+                "speed_resid": speed.net.n_resid}
     else:
         torch.save(_half(speed.state_dict()), directory / "speed.pt")
     full = {"schema_version": schema.version, "types": list(schema.types), "hyper": hyper.to_dict(),
@@ -93,10 +95,20 @@ def load(directory: Path | None = None) -> Checkpoint:
     if vocab is None:
         speed = SpeedNet(schema.sample_dim, hyper.speed_hidden)
     else:
-        speed = SiteSpeedNet(vocab.n_slots, meta["speed_members"], hyper.speed_hidden, vocab.n_node_slots)
+        speed = SiteSpeedNet(vocab.n_slots, meta["speed_members"], hyper.speed_hidden, vocab.n_node_slots,
+                             _speed_resid(meta_path, meta))
     for net, name in ((policy, "policy.pt"), (speed, "speed.pt")):
         _load_weights(net, directory / name)
     return Checkpoint(policy.eval(), speed.eval(), schema, hyper, meta, vocab)
+
+
+def _speed_resid(meta_path: Path, meta: dict) -> int:
+    """How many residual inputs the site speed model reads (absent: fitted before the rack inputs)."""
+    n = meta.get("speed_resid", site_features.N_RESID_WITHOUT_RACKS)
+    if n not in (site_features.N_RESID_WITHOUT_RACKS, site_features.N_RESID) or isinstance(n, bool):
+        raise InputError(f"{meta_path}: field 'speed_resid' must be {site_features.N_RESID_WITHOUT_RACKS} or "
+                         f"{site_features.N_RESID}, got {n!r}")
+    return n
 
 
 def _speed_vocab(meta_path: Path, meta: dict) -> TypeVocab | None:

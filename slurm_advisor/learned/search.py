@@ -135,12 +135,13 @@ class SearchPolicy:
         per_candidate = [_sharing(snapshot, p, job.id) for p in placements]
         nbs = list({rj.job.id: rj for near in per_candidate for rj in near}.values())
         co_runners = {rj.job.id: _sharing(snapshot, rj.placement, rj.job.id) for rj in nbs}  # once each
-        contexts = [F.job_context(rj, co_runners[rj.job.id], nodes, self.speed.vocab) for rj in nbs]
+        vocab, racks = self.speed.vocab, F.rack_loads(snapshot)
+        contexts = [F.job_context(rj, co_runners[rj.job.id], nodes, vocab, racks) for rj in nbs]
         for p, near in zip(placements, per_candidate):
             subject = RunningJob(job, p, now)
-            contexts.append(F.job_context(subject, near, nodes, self.speed.vocab))
-            contexts += [F.job_context(rj, [*co_runners[rj.job.id], subject], nodes, self.speed.vocab)
-                         for rj in near]
+            started = F.rack_loads(snapshot, add=(subject,))
+            contexts.append(F.job_context(subject, near, nodes, vocab, started))
+            contexts += [F.job_context(rj, [*co_runners[rj.job.id], subject], nodes, vocab, started) for rj in near]
         speeds = np.maximum(np.exp(self.speed.log_speeds_all(contexts)), 1e-9)  # [members, contexts]
         at = {rj.job.id: i for i, rj in enumerate(nbs)}
         remaining = np.stack([_remaining(rj, now, speeds[:, at[rj.job.id]]) for rj in nbs], 1) if nbs else None

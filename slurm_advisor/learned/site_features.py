@@ -8,8 +8,12 @@ CPU allocation, and the node's own slot (``vocab.node_slot``: its fitted pace). 
 communication of one iteration in units of the job's gradient,
 as the placement shapes it -- a ring's ``2 (n-1)/n`` over its most shared NIC, a PS job's remote
 and local worker-PS exchanges on its busiest node, the PS update work ``W/P`` -- whether it
-crosses switches and how many of the visible jobs cross the same switch uplinks (the jobs that
-share no node with it are not logged with a sample, so a local model cannot see them).
+crosses switches and how many of the visible jobs cross the same switch uplinks. Per rack (the
+nodes of a leaf switch, from a sample's ``switches``, ``domain.SwitchLoad``): the share of its
+GPUs allocated on the racks of the job's workers, and how many known jobs cross its uplink --
+rack-wide effects (power caps, oversubscribed uplinks) reach jobs that share no node with the
+jobs causing them. Samples logged without switch loads say so (an input of 0), as do clusters
+without switches.
 """
 from __future__ import annotations
 
@@ -19,17 +23,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_advisor.domain import Job, Node, RunningJob
+from slurm_advisor.domain import ClusterSnapshot, Job, Node, RunningJob, SwitchLoad, switch_loads
 from slurm_advisor.domain.jobtypes import profile_for, reference_speed
+from slurm_advisor.domain.observation import uplink_users
 from slurm_advisor.learned.vocab import TypeVocab
 
 # per-job scalars the parametric part reads
-LOG_W, P_C, P_M, RING, INTRA, PS_NET, PS_LOC, UPDATE, CROSS, UPLINK, ALLREDUCE = range(11)
-N_SCALARS = 11
+LOG_W, P_C, P_M, RING, INTRA, PS_NET, PS_LOC, UPDATE, CROSS, UPLINK, ALLREDUCE, RACK_BUSY, RACK_UP = range(13)
+N_SCALARS = 13
 # per-node columns
 IS_W, IS_PS, OWN, CPU_O, GPU_O, MEM_O, NIC, ALLOC = range(8)
 N_NODE = 8
-N_RESID = 24
+N_RESID = 28
+N_RESID_WITHOUT_RACKS = 24  # speed models fitted before the rack inputs read only the first 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +63,9 @@ def prior(job: Job) -> tuple[float, float]:
 
 
 def job_context(subject: RunningJob, neighbours: Iterable[RunningJob], node_of: Mapping[str, Node],
-                vocab: TypeVocab) -> JobContext:
+                vocab: TypeVocab, racks: Mapping[str, SwitchLoad] | None = None) -> JobContext:
+    """``racks``: the load of (at least) the switches of the subject's nodes, the subject
+    counted in; None where unknown."""
     job = subject.job
     per_node = subject.placement.per_node()
     k, n_slots = len(per_node), vocab.n_slots
@@ -95,8 +103,25 @@ def job_context(subject: RunningJob, neighbours: Iterable[RunningJob], node_of: 
         nodes[i, ALLOC] = (own_cpu + used[i, 0]) / cpus
     scalars = _comm(job, per_node, nodes[:, NIC], len(my_switches) > 1, max(uplink.values(), default=0))
     node_slot = np.array([vocab.node_slot(name) for name, _, _ in per_node], dtype=np.int64)
-    return JobContext(vocab.slot(job.type), scalars, nodes, counts, _resid(job, per_node, nodes, scalars, node_of),
-                      node_slot)
+    rack = _rack_inputs(per_node, node_of, racks)
+    # the parametric part's rack terms: the busiest worker rack's GPU share, and the other jobs
+    # crossing the uplinks this job crosses (0 where the loads are unknown)
+    scalars[RACK_BUSY] = rack[1]
+    scalars[RACK_UP] = max(0.0, 4.0 * rack[3] - 1.0) if scalars[CROSS] else 0.0
+    resid = np.concatenate([_resid(job, per_node, nodes, scalars, node_of), rack])
+    return JobContext(vocab.slot(job.type), scalars, nodes, counts, resid, node_slot)
+
+
+def _rack_inputs(per_node, node_of: Mapping[str, Node], racks: Mapping[str, SwitchLoad] | None) -> np.ndarray:
+    """(known, GPU share allocated on the busiest rack holding a worker, mean over the job's
+    racks, most jobs crossing one of its racks' uplinks / 4)."""
+    job_racks = [racks.get(node_of[n].switch) for n, _, _ in per_node] if racks else []
+    if not job_racks or any(r is None for r in job_racks):
+        return np.zeros(4, dtype=np.float32)
+    on_workers = [r.gpu_busy for r, (_, _, n_w) in zip(job_racks, per_node) if n_w > 0] or [0.0]
+    distinct = {r.switch: r for r in job_racks}.values()
+    return np.array([1.0, max(on_workers), float(np.mean([r.gpu_busy for r in distinct])),
+                     max(r.crossing for r in distinct) / 4.0], dtype=np.float32)
 
 
 def _comm(job: Job, per_node, nic: np.ndarray, cross: bool, uplink: int) -> np.ndarray:
@@ -140,13 +165,75 @@ def _resid(job: Job, per_node, nodes: np.ndarray, s: np.ndarray, node_of) -> np.
 
 
 def sample_context(sample, vocab: TypeVocab) -> JobContext:
-    return job_context(sample.subject, sample.neighbours, {n.name: n for n in sample.nodes}, vocab)
+    racks = {w.switch: w for w in sample.switches} or None
+    return job_context(sample.subject, sample.neighbours, {n.name: n for n in sample.nodes}, vocab, racks)
+
+
+def rack_loads(snapshot: ClusterSnapshot, add: Iterable[RunningJob] = (), remove: Iterable[RunningJob] = ()
+               ) -> dict[str, SwitchLoad]:
+    """Every switch's load in ``snapshot`` with the jobs ``add`` started and ``remove`` ended
+    (as a sample would have logged it then). The snapshot's own loads are computed once."""
+    global _last_loads
+    free, running = snapshot.free_array(), snapshot.running_identity
+    cached = _last_loads  # one read: another thread (the daemon's ready answers) may replace it
+    if cached[0] is not free or cached[1] is not running:
+        layout = snapshot.layout
+        if cached[1] is not running or cached[2] is not layout:  # the uplink users walk the running jobs
+            totals = np.bincount(layout.switch_id, weights=layout.capacity[:, 1].astype(np.float64),
+                                 minlength=len(layout.switch_names))
+            cached = (None, running, layout, uplink_users(snapshot), dict(zip(layout.switch_names, totals.tolist())))
+        # a new free array alone (the daemon's claims, a mask): the GPU shares only, O(nodes)
+        cached = (free, running, layout, cached[3], cached[4], switch_loads(snapshot, crossing=cached[3]))
+        _last_loads = cached
+    loads, totals = cached[5], cached[4]
+    changes = [(rj, +1) for rj in add] + [(rj, -1) for rj in remove]
+    if not changes or not loads:
+        return loads
+    out = dict(loads)
+    for rj, sign in changes:
+        gpus: dict[str, int] = {}
+        for n, n_ps, n_w in rj.placement.per_node():
+            sw = snapshot.node(n).switch
+            gpus[sw] = gpus.get(sw, 0) + n_ps * rj.job.ps_demand.gpus + n_w * rj.job.worker_demand.gpus
+        for sw, g in gpus.items():
+            if sw in out and totals.get(sw):
+                w = out[sw]
+                out[sw] = SwitchLoad(sw, w.gpu_busy + sign * g / totals[sw], w.crossing + sign * (len(gpus) > 1))
+    return out
+
+
+# (free array, running jobs, layout, their uplink users, GPUs per switch, the loads)
+_last_loads: tuple = (None, None, None, None, {}, {})
+
+
+def running_loads(nodes: Sequence[Node], running: Sequence[RunningJob]) -> dict[str, SwitchLoad]:
+    """Every switch's load when exactly ``running`` run on ``nodes`` (a replay under the model)."""
+    node_of = {n.name: n for n in nodes}
+    total: dict[str, int] = {}
+    for n in nodes:
+        if n.switch is not None:
+            total[n.switch] = total.get(n.switch, 0) + n.gpus
+    busy = dict.fromkeys(total, 0)
+    crossing = dict.fromkeys(total, 0)
+    for rj in running:
+        spanned = set()
+        for n, n_ps, n_w in rj.placement.per_node():
+            sw = node_of[n].switch if n in node_of else None
+            if sw in busy:
+                busy[sw] += n_ps * rj.job.ps_demand.gpus + n_w * rj.job.worker_demand.gpus
+                spanned.add(sw)
+        if len(spanned) > 1:
+            for sw in spanned:
+                crossing[sw] += 1
+    return {sw: SwitchLoad(sw, min(busy[sw], total[sw]) / total[sw] if total[sw] else 0.0, crossing[sw])
+            for sw in total}
 
 
 def running_contexts(nodes: Sequence[Node], running: Sequence[RunningJob], targets: Sequence[RunningJob],
                      vocab: TypeVocab) -> list[JobContext]:
     """The contexts of ``targets`` among ``running``: their neighbours are the jobs sharing a node."""
     node_of = {n.name: n for n in nodes}
+    racks = running_loads(nodes, running)
     wanted = {n for rj in targets for n in rj.placement.nodes()}
     on: dict[str, list[RunningJob]] = {}
     for rj in running:
@@ -160,7 +247,7 @@ def running_contexts(nodes: Sequence[Node], running: Sequence[RunningJob], targe
             for other in on.get(n, ()):
                 if other.job.id != rj.job.id:
                     seen[other.job.id] = other
-        out.append(job_context(rj, seen.values(), node_of, vocab))
+        out.append(job_context(rj, seen.values(), node_of, vocab, racks))
     return out
 
 

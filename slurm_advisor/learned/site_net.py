@@ -5,8 +5,8 @@ Per member, a job of type slot ``T`` with ``W`` workers on a placement runs at
 
     log speed = beta_T log W - log t - max over worker nodes log h_node + r(x)
     t = (t_c^g + (t_n + t_u)^g)^(1/g)                    (g >= 1: how far compute hides traffic)
-    t_c = c_T * max over worker nodes (1 + s_T * sat(L_node))     (compute, slowed by the host)
-    t_n = v_T * ((ring + e^k ps_net) * (1 + cross * e^x + x_up * uplink) + e^rho (intra + ps_local))
+    t_c = c_T * max over worker nodes (1 + s_T * sat(L_node)) * (1 + r_c rack)   (compute, slowed by the host)
+    t_n = v_T * ((ring + e^k ps_net) * (1 + cross * e^x + x_up * uplink + r_u * rack_up) + e^rho (intra + ps_local))
     t_u = u_T * (W / P) * max over PS nodes (1 + s'_T * sat(L_node) + b * alloc_node^2)
 
 with ``L_node`` the other tasks on the node weighted by the pressure ``p_T'`` of their type,
@@ -18,7 +18,10 @@ the whole job), and the traffic terms of
 ``site_features``. Optimus (EuroSys'18) fits such a form per model; Pollux's (OSDI'21)
 exponent ``g`` overlaps compute and network. ``c_T`` and ``v_T`` also scale with the published
 or declared compute and model size of the job (``prior``) around the slot's mean, so that the
-shared unknown slot still tells a big model from a small one. Every coefficient is positive
+shared unknown slot still tells a big model from a small one. ``rack`` is the share of GPUs
+allocated on the busiest rack holding a worker and ``rack_up`` how many other jobs cross the
+uplinks the job crosses (from the logged switch loads; 0 where unknown): rack-wide power and
+uplink limits. Every coefficient is positive
 (exponentials and softplus of free parameters). The residual ``r`` is a small MLP on the
 placement features, the slot and the parametric terms, its last layer initialised at zero.
 """
@@ -36,8 +39,9 @@ from slurm_advisor.learned import site_features as F
 C, V, U, SENS, PRESS, BETA, SENS_PS = range(7)
 N_SLOT_PARAMS = 7
 # global parameters
-A_C, A_M, RHO, X_SW, X_UP, W_CPU, W_GPU, W_OWN, KAPPA, GAMMA, PS_RATIO, BUSY = range(12)
-N_GLOBAL = 12
+A_C, A_M, RHO, X_SW, X_UP, W_CPU, W_GPU, W_OWN, KAPPA, GAMMA, PS_RATIO, BUSY, RACK_C, RACK_U = range(14)
+N_GLOBAL = 14
+_OFF = -20.0  # a global of a model saved before it existed: softplus(-20) ~ 2e-9, the term is off
 _TERMS = 3  # parametric log-terms fed to the residual
 
 
@@ -46,14 +50,16 @@ def _inv_softplus(y: float) -> float:
 
 
 class SiteSpeedNet(nn.Module):
-    def __init__(self, n_slots: int, members: int, hidden: int, n_node_slots: int = 1):
+    def __init__(self, n_slots: int, members: int, hidden: int, n_node_slots: int = 1, n_resid: int = F.N_RESID):
         super().__init__()
-        self.n_slots, self.members, self.hidden = n_slots, members, hidden
+        # n_resid: the residual's inputs (site_features): a model fitted before the rack inputs
+        # existed reads the first F.N_RESID_WITHOUT_RACKS of them
+        self.n_slots, self.members, self.hidden, self.n_resid = n_slots, members, hidden, n_resid
         self.slot_params = nn.Parameter(torch.zeros(members, n_slots, N_SLOT_PARAMS))
         # log h per node slot 1.. (slot 0, every other node, is the typical node: 0)
         self.node_pace = nn.Parameter(torch.zeros(members, n_node_slots - 1))
         self.global_params = nn.Parameter(torch.zeros(members, N_GLOBAL))
-        d_in = F.N_RESID + n_slots + 1 + _TERMS
+        d_in = n_resid + n_slots + 1 + _TERMS
         self.w1 = nn.Parameter(torch.randn(members, d_in, hidden) / math.sqrt(d_in))
         self.b1 = nn.Parameter(torch.zeros(members, 1, hidden))
         self.w2 = nn.Parameter(torch.randn(members, hidden, hidden) / math.sqrt(hidden))
@@ -69,6 +75,10 @@ class SiteSpeedNet(nn.Module):
     def load_state_dict(self, state, strict: bool = True, assign: bool = False):
         if "node_pace" not in state and self.node_pace.numel() == 0:
             state = {**state, "node_pace": self.node_pace.detach()}  # saved before nodes had a pace
+        saved = state.get("global_params")
+        if saved is not None and saved.shape[-1] < N_GLOBAL:  # saved before the rack terms
+            pad = torch.full((*saved.shape[:-1], N_GLOBAL - saved.shape[-1]), _OFF, dtype=saved.dtype)
+            state = {**state, "global_params": torch.cat([saved, pad], -1)}
         return super().load_state_dict(state, strict, assign)
 
     def initialise(self, slot_log_step: torch.Tensor, prior_ref: torch.Tensor, solo: torch.Tensor,
@@ -85,7 +95,7 @@ class SiteSpeedNet(nn.Module):
             p[..., SENS_PS] = _inv_softplus(0.05)
             g = self.global_params
             g[:, A_C], g[:, A_M], g[:, RHO], g[:, X_SW] = 0.5, 0.5, math.log(0.3), math.log(0.5)
-            for i in (X_UP, W_CPU, W_GPU, W_OWN, BUSY):
+            for i in (X_UP, W_CPU, W_GPU, W_OWN, BUSY, RACK_C, RACK_U):
                 g[:, i] = _inv_softplus(0.1)
             g[:, KAPPA], g[:, GAMMA], g[:, PS_RATIO] = _inv_softplus(0.5), _inv_softplus(0.2), 0.0
             p.add_(0.05 * torch.randn_like(p))  # members start apart
@@ -102,7 +112,7 @@ class SiteSpeedNet(nn.Module):
     def raw(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
         s, nodes, slot = b["scalars"], b["nodes"], b["slot"]
         p = self.slot_params[:, slot]                      # [M, S, 7]
-        g = self.global_params[:, None, :]                  # [M, 1, 12]
+        g = self.global_params[:, None, :]                  # [M, 1, N_GLOBAL]
         ref = self.prior_ref[slot]                          # [S, 2]
         log_c = p[..., C] + g[..., A_C] * (s[:, F.P_C] - ref[:, 0])
         log_v = p[..., V] + g[..., A_M] * (s[:, F.P_M] - ref[:, 1])
@@ -112,9 +122,10 @@ class SiteSpeedNet(nn.Module):
         sat = load / (1.0 + softplus(g[..., KAPPA, None]) * load)
         slow = 1.0 + softplus(p[..., SENS, None]) * sat
         slow = (slow * nodes[..., F.IS_W]).amax(-1)          # the slowest worker node
-        t_c = torch.exp(log_c) * slow
+        t_c = torch.exp(log_c) * slow * (1.0 + softplus(g[..., RACK_C]) * s[:, F.RACK_BUSY])
         traffic = (s[:, F.RING] + torch.exp(g[..., PS_RATIO]) * s[:, F.PS_NET]) * (
-            1.0 + s[:, F.CROSS] * torch.exp(g[..., X_SW]) + softplus(g[..., X_UP]) * s[:, F.UPLINK])
+            1.0 + s[:, F.CROSS] * torch.exp(g[..., X_SW]) + softplus(g[..., X_UP]) * s[:, F.UPLINK]
+            + softplus(g[..., RACK_U]) * s[:, F.RACK_UP])
         t_n = torch.exp(log_v) * (traffic + torch.exp(g[..., RHO]) * (s[:, F.INTRA] + s[:, F.PS_LOC]))
         ps_slow = (1.0 + softplus(p[..., SENS_PS, None]) * sat + softplus(g[..., BUSY, None])
                    * nodes[..., F.ALLOC] ** 2) * nodes[..., F.IS_PS]
@@ -142,7 +153,7 @@ class SiteSpeedNet(nn.Module):
     def _residual(self, b, slot: torch.Tensor, terms: torch.Tensor) -> torch.Tensor:
         m = self.members
         onehot = nn.functional.one_hot(slot, self.n_slots).to(terms.dtype)
-        x = torch.cat([b["resid"], onehot, self.solo[slot, None]], -1)
+        x = torch.cat([b["resid"][..., :self.n_resid], onehot, self.solo[slot, None]], -1)
         x = torch.cat([x.expand(m, *x.shape), terms / 5.0], -1)  # [M, S, d_in]
         h = torch.relu(torch.baddbmm(self.b1, x, self.w1))
         h = torch.relu(torch.baddbmm(self.b2, h, self.w2))

@@ -167,6 +167,7 @@ class SiteSpeedModel:
         return np.maximum(1e-9, np.exp(self._log_all(snapshot, job, placement, gone)))
 
     def _log_all(self, snapshot, job, placement, gone) -> np.ndarray:
+        gone = list(gone)
         left = {id(rj) for rj in gone}
         seen: dict[str, RunningJob] = {}
         for n in placement.nodes():
@@ -177,7 +178,9 @@ class SiteSpeedModel:
         for rj in seen.values():
             names.update(rj.placement.nodes())
         node_of = {n: snapshot.node(n) for n in names}
-        ctx = F.job_context(RunningJob(job, placement, snapshot.time), seen.values(), node_of, self.vocab)
+        subject = RunningJob(job, placement, snapshot.time)
+        racks = F.rack_loads(snapshot, add=(subject,), remove=gone)
+        ctx = F.job_context(subject, seen.values(), node_of, self.vocab, racks)
         return self.log_speeds_all([ctx])[:, 0]
 
     def mape(self, samples: Sequence[SpeedSample]) -> float:

@@ -19,7 +19,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from slurm_advisor.advisor import Advisor
-from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, RunningJob, SpeedSample
+from slurm_advisor.domain import (
+    ClusterSnapshot,
+    Job,
+    Node,
+    Placement,
+    RunningJob,
+    SpeedSample,
+    SwitchLoad,
+    switch_loads,
+)
 from slurm_advisor.policies.cons_tres import could_fit
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.backfill import BackfillPass, RunningEnds
@@ -339,7 +348,8 @@ class Simulation:
             if end <= prog.deadline:  # otherwise the limit ends it first
                 self._push(end, _FINISH, job_id, prog.version)
         if self.recorder is not None:
-            self.recorder([self._sample(self._progress[j].running, now) for j in sorted(touched)])
+            loads = switch_loads(self.snapshot)  # once for the event's samples
+            self.recorder([self._sample(self._progress[j].running, now, loads) for j in sorted(touched)])
 
     def _account(self, prog: _Progress, now: float) -> None:
         t0 = prog.last
@@ -347,7 +357,7 @@ class Simulation:
         if self.log_progress and done > 0:
             self._log.append((prog.running.job.id, t0, now, done / prog.running.job.iterations))
 
-    def _sample(self, rj: RunningJob, now: float) -> SpeedSample:
+    def _sample(self, rj: RunningJob, now: float, loads: dict[str, SwitchLoad]) -> SpeedSample:
         neighbours = tuple(self._progress[j].running for j in sorted(self._neighbours(rj)))
         names = dict.fromkeys(rj.placement.nodes())
         for n in neighbours:
@@ -357,4 +367,6 @@ class Simulation:
         speed = self._progress[rj.job.id].speed
         if self.sample_noise > 0:
             speed *= float(np.exp(self.noise_rng.normal(0.0, self.sample_noise)))
-        return SpeedSample(now, rj, neighbours, nodes, speed)
+        switches = dict.fromkeys(self.snapshot.node(n).switch for n in rj.placement.nodes())
+        return SpeedSample(now, rj, neighbours, nodes, speed,
+                           switches=tuple(loads[s] for s in switches if s in loads))

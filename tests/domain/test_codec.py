@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from slurm_advisor.domain import Job, Node, Placement, Resources, RunningJob, SpeedSample, codec
+from slurm_advisor.domain import Job, Node, Placement, Resources, RunningJob, SpeedSample, SwitchLoad, codec
 
 FULL = Job("j1", "vgg16", 1, 2, Resources(4, 0, 16_000), Resources(4, 1, 24_000), 1234.5,
            submit_time=17.25, user="alice", model_size_mb=553.6, batch_size=32)
@@ -49,8 +49,10 @@ def test_running_round_trip() -> None:
 def test_speed_sample_round_trip() -> None:
     subject = RunningJob(FULL, Placement.of(FULL, ["n1", "n1", "n2"]), 5.0)
     neighbour = RunningJob(BARE, Placement.of(BARE, ["n2"]), 1.0)
+    loads = (SwitchLoad("s1", 0.75, 2), SwitchLoad("s2", 0.0, 0))
     for sample in (SpeedSample(12.5, subject, (neighbour,), NODES, 3.25, "live"),
-                   SpeedSample(0.0, subject, (), NODES[:1], 0.5)):
+                   SpeedSample(0.0, subject, (), NODES[:1], 0.5),
+                   SpeedSample(1.0, subject, (), NODES, 0.5, "live", loads)):
         back = codec.sample_from_dict(through_json(codec.sample_to_dict(sample)))
         assert back == sample
 
@@ -65,3 +67,4 @@ def test_optional_fields_may_be_absent_from_dicts() -> None:
                                               NODES, 2.0))
     del sample["source"]
     assert codec.sample_from_dict(sample).source == "sim"
+    assert "switches" not in sample and codec.sample_from_dict(sample).switches == ()  # logged before them

@@ -3,6 +3,7 @@ logged of them, an error on another trace's jobs that means something, an ensemb
 and checkpoints of both kinds (this one and the older MLP) that load."""
 from __future__ import annotations
 
+import copy
 import json
 import math
 from dataclasses import replace
@@ -12,12 +13,13 @@ import pytest
 import torch
 from conftest import make_job, make_nodes, snapshot_with
 
-from slurm_advisor.domain import Placement, RunningJob
+from slurm_advisor.domain import Placement, RunningJob, SwitchLoad
 from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.experiment import record
 from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.policy_net import PolicyNet
+from slurm_advisor.learned.site_features import RACK_BUSY, RACK_UP, job_context, rack_loads, running_loads
 from slurm_advisor.learned.site_speed import SiteSpeedModel, fit_site_model
 from slurm_advisor.learned.speed_model import LearnedSpeedModel, sample_features
 from slurm_advisor.learned.vocab import TypeVocab
@@ -194,14 +196,18 @@ def test_live_speeds_equal_predict_and_sample_features(contention_fit, samples) 
     """The simulator's ``speeds``, the advisor's ``predict`` and the fit's sample features agree."""
     model, _ = contention_fit
     s = next(x for x in samples if x.neighbours and len(x.subject.placement.nodes()) > 1)
-    running = (s.subject, *s.neighbours)
-    live = model.speeds(s.nodes, running, {s.subject.job.id})[s.subject.job.id]
-    snap = snapshot_with(make_nodes(4), *((rj.job, [t.node for t in rj.placement.tasks]) for rj in s.neighbours))
+    assert s.switches and s.switches[0].switch == "s1"  # the simulator logs the racks' load
+    nodes, running = make_nodes(4), (s.subject, *s.neighbours)
+    live = model.speeds(nodes, running, {s.subject.job.id})[s.subject.job.id]
+    snap = snapshot_with(nodes, *((rj.job, [t.node for t in rj.placement.tasks]) for rj in s.neighbours))
     assert model.predict(snap, s.subject.job, s.subject.placement) == pytest.approx(live, rel=1e-5)
-    assert model.mape([replace(s, speed=live)]) == pytest.approx(0.0, abs=1e-5)
+    # the logged racks saw every job running then; here only these run
+    racks = running_loads(nodes, running)
+    here = replace(s, speed=live, switches=tuple(racks[w.switch] for w in s.switches))
+    assert model.mape([here]) == pytest.approx(0.0, abs=1e-5)
     gone = snap.running[:1]
     after = model.predict_after(snap, s.subject.job, s.subject.placement, gone)
-    alone = model.speeds(s.nodes, (s.subject, *s.neighbours[1:]), {s.subject.job.id})[s.subject.job.id]
+    alone = model.speeds(nodes, (s.subject, *s.neighbours[1:]), {s.subject.job.id})[s.subject.job.id]
     assert after == pytest.approx(alone, rel=1e-5)
 
 
@@ -245,6 +251,31 @@ def test_site_checkpoints_saved_before_nodes_had_a_pace_load(site_samples, tmp_p
                                                                              rel=1e-6)
 
 
+def test_site_checkpoints_saved_before_the_rack_inputs_load_and_ignore_them(site_samples, tmp_path, small_nodes) -> None:
+    """A model fitted before the rack terms (12 globals, 24 residual inputs, no ``speed_resid``)
+    predicts as the current model with those terms off, whatever the racks carry."""
+    model, _ = fit_site_model(site_samples, replace(HP, speed_epochs=2))
+    schema = FeatureSchema()
+    checkpoint.save(tmp_path, PolicyNet(schema.node_dim, schema.global_dim, 8), model, schema,
+                    replace(HP, hidden=8), {})
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta.pop("speed_resid") == 28
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    state = torch.load(tmp_path / "speed.pt", weights_only=True)
+    rack_rows = slice(24, 28)  # the residual's first layer: 28 inputs, then the slots, solo, terms
+    state["w1"] = torch.cat([state["w1"][:, :rack_rows.start], state["w1"][:, rack_rows.stop:]], 1)
+    state["global_params"] = state["global_params"][..., :12]
+    torch.save(state, tmp_path / "speed.pt")
+    old = checkpoint.load(tmp_path).speed_model
+    with torch.no_grad():  # the same model, the rack terms off
+        model.net.w1[:, rack_rows] = 0.0
+        model.net.global_params[..., 12:] = -20.0
+    job, other = make_job("w", NARROW, 0, 2), make_job("o", NARROW, 0, 8)
+    on = Placement.of(job, ["n00"] * 2)
+    for snap in (snapshot_with(small_nodes), snapshot_with(small_nodes, (other, ["n01"] * 8))):
+        assert old.predict(snap, job, on) == pytest.approx(model.predict(snap, job, on), rel=1e-6)
+
+
 def test_old_checkpoints_load_with_their_mlp_speed_model() -> None:
     """The shipped default model (no ``speed_kind``: trained before the site model) loads."""
     old = checkpoint.load()
@@ -261,6 +292,7 @@ def test_old_checkpoints_load_with_their_mlp_speed_model() -> None:
     ({"speed_vocab": {"types": "abc"}}, "'speed_vocab'"),
     ({"speed_vocab": {"types": ["a"], "solo_log_speed": [1.0]}}, "'speed_vocab'"),
     ({"speed_vocab": {"types": [], "solo_log_speed": [None], "nodes": [1, 2]}}, "'speed_vocab'"),
+    ({"speed_resid": 7}, "'speed_resid'"),
 ])
 def test_a_malformed_site_speed_field_is_named(site_fit, tmp_path, change, field) -> None:
     from slurm_advisor.errors import InputError
@@ -272,3 +304,33 @@ def test_a_malformed_site_speed_field_is_named(site_fit, tmp_path, change, field
     (tmp_path / "meta.json").write_text(json.dumps({**meta, **change}))
     with pytest.raises(InputError, match=field):
         checkpoint.load(tmp_path)
+
+
+def test_rack_inputs_say_how_busy_the_jobs_racks_are_and_who_crosses_their_uplinks(site_fit) -> None:
+    """The busiest rack holding a worker, the mean over the job's racks, the jobs crossing its
+    uplinks (the job counted in): in the residual's inputs and the parametric part's scalars;
+    unknown (a sample logged without loads) is all zeros."""
+    nodes = make_nodes(8)  # racks s1: n00-n03, s2: n04-n07
+    vocab = site_fit[0].vocab
+    crossing = make_job("x", NARROW, 0, 2)
+    busy = snapshot_with(nodes, (crossing, ["n03", "n04"]), (make_job("o", NARROW, 0, 8), ["n01"] * 8))
+    job = make_job("w", NARROW, 1, 2)
+    subject = RunningJob(job, Placement.of(job, ["n05", "n00", "n06"]), 50.0)  # PS on s2, workers on s1 and s2
+    racks = rack_loads(busy, add=(subject,))
+    assert racks["s1"] == SwitchLoad("s1", (1 + 8 + 1) / 32, 2) and racks["s2"] == SwitchLoad("s2", 2 / 32, 2)
+    node_of = {n.name: n for n in nodes}
+    ctx = job_context(subject, (), node_of, vocab, racks)
+    np.testing.assert_allclose(ctx.resid[24:], [1.0, 10 / 32, (10 / 32 + 2 / 32) / 2, 2 / 4], rtol=1e-6)
+    assert ctx.scalars[RACK_BUSY] == pytest.approx(10 / 32) and ctx.scalars[RACK_UP] == pytest.approx(1.0)
+    blind = job_context(subject, (), node_of, vocab, None)
+    assert not blind.resid[24:].any() and blind.scalars[RACK_BUSY] == blind.scalars[RACK_UP] == 0.0
+    # the structured part slows the job with its rack (every coefficient is positive; the
+    # residual, which may go either way, is turned off here)
+    net = copy.deepcopy(site_fit[0].net)
+    with torch.no_grad():
+        net.w3.zero_()
+    model = SiteSpeedModel(net, vocab)
+    one = RunningJob(job, Placement.of(job, ["n00"] * 3), 50.0)
+    quiet, full = rack_loads(snapshot_with(nodes), add=(one,)), rack_loads(busy, add=(one,))
+    assert model.log_speeds_all([job_context(one, (), node_of, vocab, full)]).mean() < \
+        model.log_speeds_all([job_context(one, (), node_of, vocab, quiet)]).mean()
