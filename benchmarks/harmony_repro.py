@@ -62,6 +62,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from shared_data import SHARED  # benchmarks/ is the script directory: on sys.path
 
 from slurm_advisor.domain import Job, Node, Resources
 from slurm_advisor.domain.jobtypes import profile_for, reference_speed
@@ -76,7 +77,6 @@ from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "data"
 HOLDOUT = f"{REPO / 'benchmarks' / 'truths' / 'site_holdout.py'}:SiteHoldoutSpeeds"
 
 BATCH = 3.0  # mean arrivals per scheduling interval

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 from report import over_traces
+from shared_data import SHARED  # benchmarks/ is the script directory: on sys.path
 
 from slurm_advisor.domain import ClusterSnapshot
 from slurm_advisor.learned.experiment import evaluate, run_experiment
@@ -49,7 +50,6 @@ from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "data"
 BASELINES = ["slurm-default", "slurm-topo", "pack", "spread", "random", "tetris", "lif", "oracle"]
 
 

@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from shared_data import SHARED  # benchmarks/ is the script directory: on sys.path
+
 from slurm_advisor.domain import Job, Node, Placement, Resources, RunningJob
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.runner import compare
@@ -33,7 +35,6 @@ from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "data"
 PS = Resources(4, 0, 16_000)
 WORKER = Resources(4, 1, 24_000)
 TARGETS = ("resnet50", "resnet18", "lstm", "ncf", "vgg16", "bert")

@@ -1,6 +1,7 @@
 """benchmarks/harmony_repro.py's setting: arrivals moved to interval starts (one batch per
 interval), Harmony's cluster shape and its parameter-server jobs."""
 import importlib.util
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,9 +14,13 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "harmony_repro.py"
 
 @pytest.fixture(scope="module")
 def repro():
-    spec = importlib.util.spec_from_file_location("harmony_repro", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(SCRIPT.parent))  # as when it runs: its directory is on sys.path
+    try:
+        spec = importlib.util.spec_from_file_location("harmony_repro", SCRIPT)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
     return module
 
 
