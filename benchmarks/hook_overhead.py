@@ -9,12 +9,14 @@ drift hits both alike. Every hooked job carries the advisor's marker, so each on
 advice round trip inside slurmctld's lock.
 
     python benchmarks/hook_overhead.py [--jobs 200] [--rounds 3] [--clients 4] [--policy slurm-default]
-                                       [--hook-times] [--ready-keys 8]
+                                       [--hook-times] [--ready-keys 8] [--shapes 1]
 
 ``--hook-times`` installs a copy of the hook with one log line per advised job that says how
 long the advice took inside slurmctld (the ready answer or the round trip), and prints the
 distribution: the time the controller is blocked, apart from what the machine's CPUs make of it.
 ``--ready-keys 0`` turns the daemon's ready answers off (every advised job asks over the socket).
+``--shapes K`` makes the advised jobs cycle through K job shapes (``SHAPES``: PS and worker counts),
+as a site submits several repeating jobs: the daemon then keeps K ready answers.
 
 Needs root and the testbed's Debian packages (the script installs them when missing). Both
 testbeds and the daemon are stopped by their PIDs at the end.
@@ -38,7 +40,9 @@ REPO = Path(__file__).resolve().parents[1]
 TESTBED = REPO / ".ci" / "slurm-testbed.sh"
 BEDS = {"plain": ("/tmp/slurm-advisor-bench-plain", 16901, 17201),
         "hooked": ("/tmp/slurm-advisor-bench-hooked", 16911, 17211)}
-MARKER = "slurm-advisor: type=resnet50 ps=1 workers=3"
+# the advised jobs' (PS, workers), each marked `slurm-advisor: type=resnet50 ps=P workers=W` and
+# submitted with -n P+W: --shapes K cycles through the first K (by default the first only)
+SHAPES = ((1, 3), (0, 2), (1, 5), (0, 6))
 TARGET_RATIO = 0.95
 NICE = ["nice", "-n", os.environ.get("BENCH_NICE", "0")]
 
@@ -103,13 +107,16 @@ def start_daemon(policy: str, mode: str, ready_keys: int = 8) -> subprocess.Pope
             time.sleep(0.2)
 
 
-def submit_batch(name: str, jobs: int, clients: int, marked: bool = True) -> float:
-    """Submissions per second for ``jobs`` held jobs from ``clients`` parallel submitters."""
+def submit_batch(name: str, jobs: int, clients: int, marked: bool = True, shapes: int = 1) -> float:
+    """Submissions per second for ``jobs`` held jobs from ``clients`` parallel submitters; marked
+    jobs cycle through the first ``shapes`` of ``SHAPES``."""
     env = bed_env(name)
-    args = ["sbatch", "--hold", "--parsable", "-n", "4", "--output=/dev/null",
-            "--comment", MARKER if marked else "an ordinary job", "--wrap=true"]
 
-    def one(_):
+    def one(i):
+        ps, workers = SHAPES[i % shapes] if marked else SHAPES[0]
+        comment = f"slurm-advisor: type=resnet50 ps={ps} workers={workers}" if marked else "an ordinary job"
+        args = ["sbatch", "--hold", "--parsable", "-n", str(ps + workers), "--output=/dev/null",
+                "--comment", comment, "--wrap=true"]
         subprocess.run(args, env=env, check=True, stdout=subprocess.DEVNULL, timeout=60)
 
     t0 = time.perf_counter()
@@ -145,6 +152,8 @@ def main(argv=None) -> int:
     ap.add_argument("--mode", default="advise", help="the daemon's mode (observe: the exchange only)")
     ap.add_argument("--hook-times", action="store_true", help="log and report the advice's time inside slurmctld")
     ap.add_argument("--ready-keys", type=int, default=8, help="the daemon's ready_keys (0: every job asks)")
+    ap.add_argument("--shapes", type=int, default=1, choices=range(1, len(SHAPES) + 1),
+                    help="advised jobs cycle through this many job shapes")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "hook_overhead.json")
     args = ap.parse_args(argv)
     global HOOK
@@ -164,7 +173,7 @@ def main(argv=None) -> int:
             rates["plain"].append(submit_batch("plain", args.jobs, args.clients))
             rates["unmarked"].append(submit_batch("hooked", args.jobs, args.clients, marked=False))
             cpu0 = cpu_seconds(daemon.pid)
-            rates["hooked"].append(submit_batch("hooked", args.jobs, args.clients))
+            rates["hooked"].append(submit_batch("hooked", args.jobs, args.clients, shapes=args.shapes))
             daemon_ms.append((cpu_seconds(daemon.pid) - cpu0) / args.jobs * 1e3)
             print(f"{r + 1:>5} {rates['plain'][-1]:>10.1f} {rates['unmarked'][-1]:>12.1f} "
                   f"{rates['hooked'][-1]:>11.1f} {rates['hooked'][-1] / rates['plain'][-1]:>7.3f}", flush=True)
@@ -186,7 +195,7 @@ def main(argv=None) -> int:
         args.out.write_text(json.dumps({"rates": rates, "median_plain": plain, "median_unmarked": unmarked,
                                         "median_advised": hooked, "ratio": ratio, "actions": actions,
                                         "ratio_to_unmarked": hooked / unmarked, "jobs": args.jobs,
-                                        "ready_keys": args.ready_keys, "hook_ms": times,
+                                        "ready_keys": args.ready_keys, "shapes": args.shapes, "hook_ms": times,
                                         "daemon_cpu_ms_per_advised": daemon_ms,
                                         "clients": args.clients, "policy": args.policy, "mode": args.mode}, indent=2))
     finally:
