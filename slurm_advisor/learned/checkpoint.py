@@ -105,7 +105,7 @@ def load(directory: Path | None = None) -> Checkpoint:
 def _speed_resid(meta_path: Path, meta: dict) -> int:
     """How many residual inputs the site speed model reads (absent: fitted before the rack inputs)."""
     n = meta.get("speed_resid", site_features.N_RESID_WITHOUT_RACKS)
-    if n not in (site_features.N_RESID_WITHOUT_RACKS, site_features.N_RESID) or isinstance(n, bool):
+    if type(n) is not int or n not in (site_features.N_RESID_WITHOUT_RACKS, site_features.N_RESID):
         raise InputError(f"{meta_path}: field 'speed_resid' must be {site_features.N_RESID_WITHOUT_RACKS} or "
                          f"{site_features.N_RESID}, got {n!r}")
     return n

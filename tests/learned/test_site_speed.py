@@ -293,6 +293,7 @@ def test_old_checkpoints_load_with_their_mlp_speed_model() -> None:
     ({"speed_vocab": {"types": ["a"], "solo_log_speed": [1.0]}}, "'speed_vocab'"),
     ({"speed_vocab": {"types": [], "solo_log_speed": [None], "nodes": [1, 2]}}, "'speed_vocab'"),
     ({"speed_resid": 7}, "'speed_resid'"),
+    ({"speed_resid": 24.0}, "'speed_resid'"),
 ])
 def test_a_malformed_site_speed_field_is_named(site_fit, tmp_path, change, field) -> None:
     from slurm_advisor.errors import InputError
