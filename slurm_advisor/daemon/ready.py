@@ -153,7 +153,7 @@ class ReadyAnswers:
         # A take that claims nothing leaves the state the latest file's other answers were
         # computed on: only this key needs a new answer (a new decision id). Anything else
         # changes the free capacity every answer saw.
-        if answer.claim is None and self._answers and answer_id in self._answers[next(reversed(self._answers))]:
+        if answer.claim is None and answer_id in self._latest():
             self._reissue.add(answer.key)
         else:
             self._full = True
@@ -235,11 +235,14 @@ class ReadyAnswers:
     def _still_valid(self) -> dict[str, ReadyAnswer]:
         """Under the lock: the latest file's answers the next file may carry again, by key (none
         when every answer must be computed again)."""
-        if self._full or not self._answers:
+        if self._full:
             return {}
-        latest = self._answers[next(reversed(self._answers))]
-        return {a.key: a for a in latest.values()
+        return {a.key: a for a in self._latest().values()
                 if a.key not in self._reissue and a.id not in self._used and a.key in self._keys}
+
+    def _latest(self) -> dict[str, ReadyAnswer]:
+        """The answers of the file last published, by id (none before the first)."""
+        return self._answers[next(reversed(self._answers))] if self._answers else {}
 
     def _text(self, answers: list[ReadyAnswer]) -> str:
         hook, seen = self._seen

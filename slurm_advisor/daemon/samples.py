@@ -22,6 +22,7 @@ from slurm_advisor.domain import (
     switch_loads,
 )
 from slurm_advisor.domain.decision import Decision
+from slurm_advisor.domain.observation import for_placement
 
 log = logging.getLogger("slurm_advisor.daemon")
 
@@ -38,10 +39,9 @@ def live_sample(snapshot: ClusterSnapshot | None, job_id: str, when: float, spee
     neighbours = {rj.job.id: rj for node in own for rj in snapshot.jobs_on(node) if rj.job.id != job_id}
     used = set(own).union(*(rj.placement.nodes() for rj in neighbours.values()))
     nodes = tuple(n for n in snapshot.nodes if n.name in used)
-    switches = dict.fromkeys(snapshot.node(n).switch for n in own)
-    loads = switch_loads(snapshot, set(switches) - {None})
+    loads = switch_loads(snapshot, {snapshot.node(n).switch for n in own})
     return SpeedSample(when, subject, tuple(neighbours.values()), nodes, speed, source="live",
-                       switches=tuple(loads[s] for s in switches if s in loads))
+                       switches=for_placement(loads, snapshot, subject.placement))
 
 
 def _subject(snapshot: ClusterSnapshot, job_id: str, decision: Decision | None) -> RunningJob | None:

@@ -1,9 +1,10 @@
 """The pure domain model: no I/O, no torch, no ORM rows."""
 from slurm_advisor.domain.cluster import ClusterSnapshot, Node, RunningJob
 from slurm_advisor.domain.job import Job, Role
-from slurm_advisor.domain.observation import SpeedSample, SwitchLoad, switch_loads
+from slurm_advisor.domain.observation import SpeedSample, SwitchLoad, running_switch_loads, switch_loads
 from slurm_advisor.domain.placement import Placement, TaskAssignment
 from slurm_advisor.domain.resources import Resources
 
 __all__ = ["ClusterSnapshot", "Job", "Node", "Placement", "Resources", "Role", "RunningJob",
-           "SpeedSample", "SwitchLoad", "TaskAssignment", "switch_loads"]
+           "SpeedSample", "SwitchLoad", "TaskAssignment", "running_switch_loads",
+           "switch_loads"]

@@ -1,11 +1,13 @@
 """An observed speed: what the live system logs and what the learned speed model trains on."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_advisor.domain.cluster import ClusterSnapshot, Node, RunningJob
+from slurm_advisor.domain.cluster import ClusterSnapshot, Node, NodeLayout, RunningJob
+from slurm_advisor.domain.placement import Placement
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,29 +44,58 @@ class SpeedSample:
 
 def switch_loads(snapshot: ClusterSnapshot, names: set[str] | None = None,
                  crossing: np.ndarray | None = None) -> dict[str, SwitchLoad]:
-    """Every switch's load in ``snapshot`` (or those ``names``): O(nodes), plus O(running tasks)
-    for the uplink users unless ``crossing`` (``uplink_users`` of the same running jobs) is given."""
+    """Every switch's load in ``snapshot`` (or those ``names``), GPUs allocated as its free
+    capacity says: O(nodes), plus O(running tasks) for the uplink users unless ``crossing``
+    (``uplink_users`` of the same running jobs) is given."""
     layout = snapshot.layout
-    n_ids = len(layout.switch_names)
-    cap = layout.capacity[:, 1].astype(np.float64)
-    used = cap - snapshot.free_array()[:, 1]
-    total = np.bincount(layout.switch_id, weights=cap, minlength=n_ids)
-    busy = np.bincount(layout.switch_id, weights=used, minlength=n_ids)
-    crossing = uplink_users(snapshot) if crossing is None else crossing
-    return {name: SwitchLoad(name, float(busy[i] / total[i]) if total[i] > 0 else 0.0, int(crossing[i]))
-            for i, name in enumerate(layout.switch_names)
-            if name is not None and (names is None or name in names)}
+    used = layout.capacity[:, 1] - snapshot.free_array()[:, 1]
+    crossing = uplink_users(layout, snapshot.running) if crossing is None else crossing
+    return _loads(layout, used, crossing, names)
 
 
-def uplink_users(snapshot: ClusterSnapshot) -> np.ndarray:
-    """Per switch id (``NodeLayout.switch_id``): the running jobs that span it and another switch."""
-    layout = snapshot.layout
+def running_switch_loads(nodes: Sequence[Node], running: Iterable[RunningJob]) -> dict[str, SwitchLoad]:
+    """Every switch's load when exactly ``running`` run on ``nodes`` (a replay under a model,
+    where no free capacity is kept apart from the running jobs)."""
+    layout = NodeLayout.of(nodes if isinstance(nodes, tuple) else tuple(nodes))
+    running = tuple(running)
+    used = np.zeros(len(layout.nodes))
+    index = layout.index
+    for rj in running:
+        ps, worker = rj.job.ps_demand.gpus, rj.job.worker_demand.gpus
+        for n, n_ps, n_w in rj.placement.per_node():
+            i = index.get(n)
+            if i is not None:
+                used[i] += n_ps * ps + n_w * worker
+    return _loads(layout, used, uplink_users(layout, running))
+
+
+def for_placement(loads: Mapping[str, SwitchLoad], snapshot: ClusterSnapshot,
+                  placement: Placement) -> tuple[SwitchLoad, ...]:
+    """The loads of the switches ``placement``'s nodes hang off, in first-use order (a sample's ``switches``)."""
+    switches = dict.fromkeys(snapshot.node(n).switch for n in placement.nodes())
+    return tuple(loads[s] for s in switches if s in loads)
+
+
+def uplink_users(layout: NodeLayout, running: Iterable[RunningJob]) -> np.ndarray:
+    """Per switch id (``NodeLayout.switch_id``): the running jobs that span it and another switch
+    (nodes on no switch have no uplink: they count for neither)."""
     crossing = np.zeros(len(layout.switch_names), dtype=np.int64)
     index, sid = layout.index, layout.switch_id.tolist()
-    for rj in snapshot.running:
+    for rj in running:
         nodes = rj.placement.nodes()
         if len(nodes) > 1:  # a one-node job crosses no uplink
-            spanned = {sid[index[n]] for n in nodes if n in index}
+            spanned = {sid[index[n]] for n in nodes if n in index} - {0}
             if len(spanned) > 1:
                 crossing[list(spanned)] += 1
     return crossing
+
+
+def _loads(layout: NodeLayout, used_gpus: np.ndarray, crossing: np.ndarray,
+           names: set[str] | None = None) -> dict[str, SwitchLoad]:
+    n_ids = len(layout.switch_names)
+    cap = layout.capacity[:, 1].astype(np.float64)
+    total = np.bincount(layout.switch_id, weights=cap, minlength=n_ids)
+    busy = np.minimum(np.bincount(layout.switch_id, weights=used_gpus, minlength=n_ids), total)
+    return {name: SwitchLoad(name, float(busy[i] / total[i]) if total[i] > 0 else 0.0, int(crossing[i]))
+            for i, name in enumerate(layout.switch_names)
+            if name is not None and (names is None or name in names)}

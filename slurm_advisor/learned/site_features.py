@@ -23,7 +23,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_advisor.domain import ClusterSnapshot, Job, Node, RunningJob, SwitchLoad, switch_loads
+from slurm_advisor.domain import (
+    ClusterSnapshot,
+    Job,
+    Node,
+    RunningJob,
+    SwitchLoad,
+    running_switch_loads,
+    switch_loads,
+)
 from slurm_advisor.domain.jobtypes import profile_for, reference_speed
 from slurm_advisor.domain.observation import uplink_users
 from slurm_advisor.learned.vocab import TypeVocab
@@ -181,7 +189,7 @@ def rack_loads(snapshot: ClusterSnapshot, add: Iterable[RunningJob] = (), remove
         if cached[1] is not running or cached[2] is not layout:  # the uplink users walk the running jobs
             totals = np.bincount(layout.switch_id, weights=layout.capacity[:, 1].astype(np.float64),
                                  minlength=len(layout.switch_names))
-            cached = (None, running, layout, uplink_users(snapshot), dict(zip(layout.switch_names, totals.tolist())))
+            cached = (None, running, layout, uplink_users(layout, snapshot.running), dict(zip(layout.switch_names, totals.tolist())))
         # a new free array alone (the daemon's claims, a mask): the GPU shares only, O(nodes)
         cached = (free, running, layout, cached[3], cached[4], switch_loads(snapshot, crossing=cached[3]))
         _last_loads = cached
@@ -191,10 +199,11 @@ def rack_loads(snapshot: ClusterSnapshot, add: Iterable[RunningJob] = (), remove
         return loads
     out = dict(loads)
     for rj, sign in changes:
-        gpus: dict[str, int] = {}
+        gpus: dict[str, int] = {}  # per switch (nodes on none have no rack: left out, as in uplink_users)
         for n, n_ps, n_w in rj.placement.per_node():
             sw = snapshot.node(n).switch
-            gpus[sw] = gpus.get(sw, 0) + n_ps * rj.job.ps_demand.gpus + n_w * rj.job.worker_demand.gpus
+            if sw is not None:
+                gpus[sw] = gpus.get(sw, 0) + n_ps * rj.job.ps_demand.gpus + n_w * rj.job.worker_demand.gpus
         for sw, g in gpus.items():
             if sw in out and totals.get(sw):
                 w = out[sw]
@@ -206,34 +215,11 @@ def rack_loads(snapshot: ClusterSnapshot, add: Iterable[RunningJob] = (), remove
 _last_loads: tuple = (None, None, None, None, {}, {})
 
 
-def running_loads(nodes: Sequence[Node], running: Sequence[RunningJob]) -> dict[str, SwitchLoad]:
-    """Every switch's load when exactly ``running`` run on ``nodes`` (a replay under the model)."""
-    node_of = {n.name: n for n in nodes}
-    total: dict[str, int] = {}
-    for n in nodes:
-        if n.switch is not None:
-            total[n.switch] = total.get(n.switch, 0) + n.gpus
-    busy = dict.fromkeys(total, 0)
-    crossing = dict.fromkeys(total, 0)
-    for rj in running:
-        spanned = set()
-        for n, n_ps, n_w in rj.placement.per_node():
-            sw = node_of[n].switch if n in node_of else None
-            if sw in busy:
-                busy[sw] += n_ps * rj.job.ps_demand.gpus + n_w * rj.job.worker_demand.gpus
-                spanned.add(sw)
-        if len(spanned) > 1:
-            for sw in spanned:
-                crossing[sw] += 1
-    return {sw: SwitchLoad(sw, min(busy[sw], total[sw]) / total[sw] if total[sw] else 0.0, crossing[sw])
-            for sw in total}
-
-
 def running_contexts(nodes: Sequence[Node], running: Sequence[RunningJob], targets: Sequence[RunningJob],
                      vocab: TypeVocab) -> list[JobContext]:
     """The contexts of ``targets`` among ``running``: their neighbours are the jobs sharing a node."""
     node_of = {n.name: n for n in nodes}
-    racks = running_loads(nodes, running)
+    racks = running_switch_loads(nodes, running)
     wanted = {n for rj in targets for n in rj.placement.nodes()}
     on: dict[str, list[RunningJob]] = {}
     for rj in running:

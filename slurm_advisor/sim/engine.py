@@ -29,6 +29,7 @@ from slurm_advisor.domain import (
     SwitchLoad,
     switch_loads,
 )
+from slurm_advisor.domain.observation import for_placement
 from slurm_advisor.policies.cons_tres import could_fit
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.backfill import BackfillPass, RunningEnds
@@ -367,6 +368,4 @@ class Simulation:
         speed = self._progress[rj.job.id].speed
         if self.sample_noise > 0:
             speed *= float(np.exp(self.noise_rng.normal(0.0, self.sample_noise)))
-        switches = dict.fromkeys(self.snapshot.node(n).switch for n in rj.placement.nodes())
-        return SpeedSample(now, rj, neighbours, nodes, speed,
-                           switches=tuple(loads[s] for s in switches if s in loads))
+        return SpeedSample(now, rj, neighbours, nodes, speed, switches=for_placement(loads, self.snapshot, rj.placement))

@@ -13,13 +13,13 @@ import pytest
 import torch
 from conftest import make_job, make_nodes, snapshot_with
 
-from slurm_advisor.domain import Placement, RunningJob, SwitchLoad
+from slurm_advisor.domain import Placement, RunningJob, SwitchLoad, running_switch_loads
 from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.experiment import record
 from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.policy_net import PolicyNet
-from slurm_advisor.learned.site_features import RACK_BUSY, RACK_UP, job_context, rack_loads, running_loads
+from slurm_advisor.learned.site_features import RACK_BUSY, RACK_UP, job_context, rack_loads
 from slurm_advisor.learned.site_speed import SiteSpeedModel, fit_site_model
 from slurm_advisor.learned.speed_model import LearnedSpeedModel, sample_features
 from slurm_advisor.learned.vocab import TypeVocab
@@ -202,7 +202,7 @@ def test_live_speeds_equal_predict_and_sample_features(contention_fit, samples) 
     snap = snapshot_with(nodes, *((rj.job, [t.node for t in rj.placement.tasks]) for rj in s.neighbours))
     assert model.predict(snap, s.subject.job, s.subject.placement) == pytest.approx(live, rel=1e-5)
     # the logged racks saw every job running then; here only these run
-    racks = running_loads(nodes, running)
+    racks = running_switch_loads(nodes, running)
     here = replace(s, speed=live, switches=tuple(racks[w.switch] for w in s.switches))
     assert model.mape([here]) == pytest.approx(0.0, abs=1e-5)
     gone = snap.running[:1]
