@@ -15,7 +15,9 @@ a random running job ends, so the load stays near its level.
 (it needs a model trained with the site speed model; the shipped default has the older one).
 
 Columns: p50/p99/max over all decisions (each at its fastest of ``--repeats`` tries), the p99
-over the Philly-like and the large-mix decisions apart, and the p99 of the first tries.
+over the Philly-like and the large-mix decisions apart, the p99 of the first tries, and a least-
+squares fit of decision time against the job's task count: the cost per job and per task (where
+a policy's time goes: once per decision, or once per task it places).
 
 BLAS runs single-threaded (OPENBLAS_NUM_THREADS=1 unless set): a decision's matrix products
 are small, and OpenBLAS's threads, on a machine whose cores are busy, made them 5-10x slower.
@@ -124,7 +126,7 @@ def measure(advisor: Advisor, base: ClusterSnapshot, decisions: int, seed: int, 
     rng = np.random.default_rng(seed)
     jobs = job_stream(decisions, 7_000 + seed)
     snap = base
-    best, first, cpu, held, placed = [], [], [], 0, 0
+    best, first, cpu, tasks, held, placed = [], [], [], [], 0, 0
     for i, job in enumerate(jobs):
         tries = []
         for r in range(repeats):
@@ -136,6 +138,7 @@ def measure(advisor: Advisor, base: ClusterSnapshot, decisions: int, seed: int, 
             w1 = time.perf_counter()
             tries.append((w1 - w0, time.process_time() - c0))
         best.append(min(w for w, _ in tries))
+        tasks.append(job.num_tasks)
         cpu.append(min(c for _, c in tries))
         first.append(tries[0][0])
         held += advice.held
@@ -146,12 +149,14 @@ def measure(advisor: Advisor, base: ClusterSnapshot, decisions: int, seed: int, 
             snap = snap.without_job(victim.job.id)
     def ms(xs, q):
         return float(np.percentile(np.array(xs) * 1000.0, q))
+    per_task_ms, per_job_ms = np.polyfit(tasks, np.array(best) * 1000.0, 1)
     return {"decisions": decisions, "repeats": repeats, "placed": placed, "held": held,
             "p50_ms": ms(best, 50), "p99_ms": ms(best, 99), "max_ms": ms(best, 100),
             # job_stream alternates: even decisions are Philly-like jobs, odd ones large-mix jobs
             "p99_ms_philly_jobs": ms(best[0::2], 99), "p99_ms_large_jobs": ms(best[1::2], 99),
             "cpu_p50_ms": ms(cpu, 50), "cpu_p99_ms": ms(cpu, 99),
-            "first_p50_ms": ms(first, 50), "first_p99_ms": ms(first, 99)}
+            "first_p50_ms": ms(first, 50), "first_p99_ms": ms(first, 99),
+            "per_job_ms": float(per_job_ms), "per_task_us": float(per_task_ms * 1000.0)}
 
 
 def main(argv=None) -> int:
@@ -165,7 +170,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rows = {}
     print(f"{'nodes':>6} {'running':>8}  {'policy':<30}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}"
-          f"{'philly':>9}{'large':>9}{'1st p99':>9}{'held':>6}{'target':>8}")
+          f"{'philly':>9}{'large':>9}{'1st p99':>9}{'held':>6}{'target':>8}{'/job ms':>9}{'/task us':>9}")
     for n in (int(s) for s in args.sizes.split(",")):
         nodes = make_cluster(n)
         t0 = time.perf_counter()
@@ -183,7 +188,8 @@ def main(argv=None) -> int:
             print(f"{n:>6} {len(base.running):>8}  {name:<30}{row['p50_ms']:>9.2f}{row['p99_ms']:>9.2f}"
                   f"{row['max_ms']:>9.1f}{row['p99_ms_philly_jobs']:>9.2f}{row['p99_ms_large_jobs']:>9.2f}"
                   f"{row['first_p99_ms']:>9.2f}{row['held']:>6}"
-                  f"{'' if target is None else f'<={target:g}':>8}", flush=True)
+                  f"{'' if target is None else f'<={target:g}':>8}{row['per_job_ms']:>9.2f}{row['per_task_us']:>9.0f}",
+                  flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=2))
     return 0
