@@ -18,9 +18,10 @@ frozen before it was first used here; its traces carry the site's own type names
 known to ``jobtypes``). Nothing is tuned on the held-out truth's results.
 
 Traces (synthetic, none shares a job with another): training seed 211, judge seed 212, test seeds
-401, 402, 403 (no other benchmark uses them), first used on 2026-12-02 for the distilled network
-and teacher-relative RL. A design change made after looking at a loss here turns them into
-validation traces and the next figures need new seeds. Seeds 201-203 were the test traces until
+401, 402, 403 by default (no other benchmark uses them), first used on 2026-12-02 for the distilled
+network and teacher-relative RL, then for the ablations. A design change made after looking at a
+loss here turns them into validation traces and the next figures need new seeds
+(``--test-seeds``): 501-503 were first used on 2026-12-02 for the figures after the rack inputs. Seeds 201-203 were the test traces until
 then (first used on 2026-12-01, then for the search): validation traces now, beside 221 and 222,
 on which the training changes of 2026-12-02 were chosen. Workloads: ``large`` (4-16
 workers: placement matters) and ``philly`` (mostly 1-GPU jobs: it barely does).
@@ -75,9 +76,9 @@ TRUTHS = {"contention": ("contention", None),
           "site-holdout": (f"{REPO / 'benchmarks' / 'truths' / 'site_holdout.py'}:SiteHoldoutSpeeds", SITE_TYPES)}
 
 
-def traces(mix: str, types, n: int, tests: int) -> tuple[list, list, list[list]]:
+def traces(mix: str, types, n: int, test_seeds: Sequence[int]) -> tuple[list, list, list[list]]:
     make = lambda seed: synthetic_jobs(n, seed=seed, mix=mix, types=types)
-    return make(TRAIN_SEED), make(JUDGE_SEED), [make(s) for s in TEST_SEEDS[:tests]]
+    return make(TRAIN_SEED), make(JUDGE_SEED), [make(s) for s in test_seeds]
 
 
 def sweep_setting(nodes, truth, raw, hp: Hyper, train_seeds, loads, log, models: Path | None = None,
@@ -227,12 +228,21 @@ def main(argv=None) -> int:
                                                 "models already there are evaluated, not retrained")
     ap.add_argument("--ablations", default="", help=f"comma-separated variants trained beside learned: {','.join(ABLATIONS)}")
     ap.add_argument("--loads", default="", help="comma-separated offered loads (default: 0.3,0.5,0.7,0.9,1.1)")
+    ap.add_argument("--test-seeds", default=",".join(map(str, TEST_SEEDS)),
+                    help="comma-separated seeds of the test traces: fresh ones once a design change "
+                         "was made after a loss on these (they are then validation traces)")
     args = ap.parse_args(argv)
     hp = Hyper()
-    n, tests, loads = args.jobs, len(TEST_SEEDS), LOADS
+    try:
+        test_seeds = [int(s) for s in args.test_seeds.split(",") if s]
+    except ValueError:
+        ap.error(f"--test-seeds: integers separated by commas, not {args.test_seeds!r}")
+    if not test_seeds:
+        ap.error("--test-seeds: at least one seed")
+    n, loads = args.jobs, LOADS
     if args.quick:
         hp = replace(hp, rl_episodes=3, episode_jobs=60, speed_epochs=20, warm_episodes=1, warm_epochs=10)
-        n, tests, loads = 80, 2, (0.3, 0.7, 1.1)
+        n, test_seeds, loads = 80, test_seeds[:2], (0.3, 0.7, 1.1)
     seeds = [int(s) for s in args.train_seeds.split(",") if s]
     unknown = sorted({a for a in args.ablations.split(",") if a} - set(ABLATIONS))
     if unknown:
@@ -242,6 +252,7 @@ def main(argv=None) -> int:
     nodes = read_cluster(REPO / "examples" / "clusters" / "16x8.toml")
     only = {s for s in args.only.split(",") if s}
     out = {"cluster": "16x8", "loads": list(loads), "train_load": TRAIN_LOAD, "train_seeds": seeds,
+           "test_seeds": test_seeds,
            "growth_limit": GROWTH_LIMIT, "hyper": hp.to_dict(), "settings": {}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for tname, (spec, types) in TRUTHS.items():
@@ -251,7 +262,7 @@ def main(argv=None) -> int:
             if only and key not in only:
                 continue
             started = time.time()
-            setting = sweep_setting(nodes, truth, traces(mix, types, n, tests), hp, seeds, loads,
+            setting = sweep_setting(nodes, truth, traces(mix, types, n, test_seeds), hp, seeds, loads,
                                     lambda m, k=key: print(f"  [{k}] {m}", file=sys.stderr, flush=True),
                                     models=args.models / f"{tname}-{mix}" if args.models else None,
                                     ablations=[a for a in args.ablations.split(",") if a])
