@@ -30,6 +30,7 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads BLAS (see decision_time.py)
 
+import numpy.ma  # noqa: F401  np.unique imports it on its first call (~0.2 s): not inside a timed run
 from decision_time import make_cluster  # benchmarks/ is the script directory: on sys.path
 
 from slurm_advisor.advisor import Advisor
