@@ -32,6 +32,10 @@ A policy *sustains* a load when its queue does not grow over the arrivals
 the highest swept load it sustains. Figures are means over the test traces and, for the learned
 policy, over training seeds, with the per-trace spread of its ratio to slurm-default.
 
+The ``floor`` row (``sim/floor.py``) is what no policy gets much below on these traces: every job
+started on arrival, alone, on the fastest of the baselines' placements of it on the empty
+cluster. ``floor / slurm-default`` at a load is the headroom a ratio target there can use.
+
     python benchmarks/load_sweep.py [--quick] [--only site-holdout:large] [--out benchmarks/results/load_sweep.json]
 """
 from __future__ import annotations
@@ -57,6 +61,7 @@ from slurm_advisor.learned.train import Ablation
 from slurm_advisor.policies import BASELINES
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+from slurm_advisor.sim.floor import floor_avg_jct
 from slurm_advisor.sim.runner import compare
 from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
@@ -65,6 +70,7 @@ REPO = Path(__file__).resolve().parents[1]
 LOADS = (0.3, 0.5, 0.7, 0.9, 1.1)
 TRAIN_LOAD = 0.6
 GROWTH_LIMIT = 0.05
+FLOOR = "floor"  # the row of sim/floor.py: no wait, alone, the fastest baseline placement
 TRAIN_SEED, JUDGE_SEED, TEST_SEEDS = 211, 212, (401, 402, 403)
 SITE_TYPES = ("ctr-ranker-v3", "asr-conformer-l", "vit-h-pretrain", "seg-unet-3d", "gnn-sage-prod",
               "lm-lora-13b", "diffusion-xl", "tabular-sweep")  # as the held-out site names its jobs
@@ -117,7 +123,10 @@ def sweep_setting(nodes, truth, raw, hp: Hyper, train_seeds, loads, log, models:
             mape[f"seed{s}"] = res.speed_mape_unseen
             log(f"seed {s}: trained in {time.process_time() - started:.0f} CPU-s "
                 f"({ {k: round(v) for k, v in res.train_seconds.items()} } s wall each), deployed {res.deployed}")
+        # The floor (sim/floor.py): arrivals do not change it, so one figure per trace for every load.
+        floors = [floor_avg_jct(nodes, raw_test, truth) for raw_test in raw_tests]
         for load in loads:
+            runs.setdefault(FLOOR, {})[str(load)] = [(f, 0.0, 0) for f in floors]
             for raw_test in raw_tests:
                 jobs = at_offered_load(raw_test, nodes, truth, load)
                 for name, r in _evaluate(nodes, jobs, truth, trained).items():
@@ -166,7 +175,7 @@ def summarize(setting: dict, loads) -> dict:
             if row[str(load)]["growth"] >= GROWTH_LIMIT:
                 break
             highest = load
-        out[name] = {"by_load": row, "sustains": highest}
+        out[name] = {"by_load": row, "sustains": None if name == FLOOR else highest}  # the floor never waits
     return out
 
 
@@ -186,7 +195,11 @@ def print_table(key: str, summary: dict, setting: dict, loads) -> None:
     print(f"{'policy':<18}" + "".join(f"{'load ' + str(x):>12}" for x in loads) + f"{'sustains':>10}")
     for name, s in summary.items():
         print(f"{name:<18}" + "".join(f"{s['by_load'][str(x)]['avg_jct_h']:>12.2f}" for x in loads)
-              + f"{s['sustains']:>10}")
+              + (f"{'-':>10}" if name == FLOOR else f"{s['sustains']:>10}"))
+    if FLOOR in summary:
+        print(f"{'floor / slurm-d.':<18}" + "".join(f"{summary[FLOOR]['by_load'][str(x)]['vs_slurm']:>12.3f}"
+                                                   for x in loads)
+              + "   (no policy's ratio goes much below this: sim/floor.py)")
     for kind in pooled_kinds(setting["runs"]):
         print(f"{kind} vs slurm-default (per-trace range) | vs the best baseline at that load:")
         for x in loads:
@@ -205,6 +218,10 @@ def plot(summary: dict, loads, path: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for name, s in summary.items():
         if "/" in name:  # one training seed's row: the pooled row is plotted
+            continue
+        if name == FLOOR:
+            ax.plot(loads, [s["by_load"][str(x)]["avg_jct_h"] for x in loads], "k--",
+                    label="floor: no wait, alone, fastest baseline placement")
             continue
         ax.plot(loads, [s["by_load"][str(x)]["avg_jct_h"] for x in loads], marker="o", label=name)
     ax.set_yscale("log")

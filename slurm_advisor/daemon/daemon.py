@@ -39,8 +39,8 @@ from slurm_advisor.store import Store
 
 log = logging.getLogger("slurm_advisor.daemon")
 _PACKAGED_MODEL = Path(__file__).resolve().parent.parent / "data" / "model"  # as learned.checkpoint
-_RECENT = 10_000
-_SWITCH_INTERVAL_S = 0.0005  # decisions kept in memory for unpinning (the user's own node counts) and reports
+_RECENT = 10_000  # decisions kept in memory for unpinning (the user's own node counts) and reports
+_SWITCH_INTERVAL_S = 0.0005  # the GIL's switch interval while serving (see start)
 _TRACKED = 100_000  # advised jobs whose last recorded state is remembered (an outcome per change)
 
 
