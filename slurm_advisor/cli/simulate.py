@@ -39,6 +39,7 @@ def parse_policies(value: str) -> list[str]:
 def simulate(cluster, trace, speed_model, policies, model_dir, record_to, sample_noise, seed, as_json, plot):
     """Run a trace through the simulator once per policy, on the same inputs and seed."""
     from slurm_advisor.cli.inputs import read_inputs
+    from slurm_advisor.sim.floor import floor_avg_jct
     from slurm_advisor.sim.report import plot_jct_cdf, summaries, table
     from slurm_advisor.sim.runner import compare
     from slurm_advisor.speedmodels import load_speed_model
@@ -57,7 +58,7 @@ def simulate(cluster, trace, speed_model, policies, model_dir, record_to, sample
         # Every figure is finite (bounded trace, checked speeds); allow_nan=False makes sure of it.
         click.echo(json.dumps(summaries(results), indent=2, allow_nan=False))
     else:
-        click.echo(table(results))
+        click.echo(table(results, floor=floor_avg_jct(nodes, jobs, truth, seed=seed)))
     if plot:
         plot_jct_cdf(results, plot, title=f"{trace.name} on {cluster.name} ({truth.name})")
         if not as_json:

@@ -15,7 +15,8 @@ def summaries(results: Mapping[str, SimResult]) -> dict[str, dict[str, float]]:
     return {name: r.summary() for name, r in results.items()}
 
 
-def table(results: Mapping[str, SimResult], reference: str = "slurm-default") -> str:
+def table(results: Mapping[str, SimResult], reference: str = "slurm-default", floor: float | None = None) -> str:
+    """One row per policy; ``floor`` (``sim/floor.py``'s avg JCT, seconds) adds a line under them."""
     rows = summaries(results)
     ref = rows.get(reference, {}).get("avg_jct")
     head = f"{'policy':<14}" + "".join(f"{c:>14}" for c in COLUMNS) + f"{'jct/' + reference:>22}"
@@ -31,6 +32,10 @@ def table(results: Mapping[str, SimResult], reference: str = "slurm-default") ->
     skipped = max((s.get("skipped", 0) for s in rows.values()), default=0)
     if skipped:
         lines.append(f"({skipped} job(s) can never fit on this cluster and were not simulated)")
+    if floor is not None:
+        ratio = f" ({floor / ref:.3f} x {reference})" if ref else ""
+        lines.append(f"floor: avg_jct {floor:.0f}{ratio}: no job waits, each runs alone on the fastest "
+                     "baseline placement")
     return "\n".join(lines)
 
 

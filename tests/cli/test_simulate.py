@@ -60,9 +60,13 @@ def test_table_has_a_row_per_policy(trace: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].split()[:4] == ["policy", "avg_jct", "p95_jct", "makespan"]
-    rows = [line.split()[0] for line in lines[2:]]
+    rows = [line.split()[0] for line in lines[2:-1]]
     assert rows == list(BASELINES)
-    assert all(len(line.split()) == 8 for line in lines[2:])
+    assert all(len(line.split()) == 8 for line in lines[2:-1])
+    # the last line: the trace's floor, below every policy's avg JCT
+    assert lines[-1].startswith("floor: avg_jct ") and "x slurm-default" in lines[-1]
+    floor = float(lines[-1].split()[2])
+    assert 0 < floor <= min(float(line.split()[1]) for line in lines[2:-1])
 
 
 def test_json_gives_the_summary_of_each_policy(trace: Path) -> None:
