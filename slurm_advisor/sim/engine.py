@@ -32,7 +32,7 @@ from slurm_advisor.domain import (
 from slurm_advisor.domain.observation import for_placement
 from slurm_advisor.policies.cons_tres import could_fit
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
-from slurm_advisor.sim.backfill import BackfillPass, RunningEnds
+from slurm_advisor.sim.backfill import BackfillPass, ChoiceMemo, RunningEnds
 from slurm_advisor.sim.metrics import JobRecord, SimResult
 from slurm_advisor.sim.scheduler import SchedulerConfig
 from slurm_advisor.speedmodels.base import SpeedModel
@@ -93,6 +93,7 @@ class Simulation:
         self._progress: dict[str, _Progress] = {}
         self._jobs_on: dict[str, set[str]] = {n.name: set() for n in nodes}
         self._ends = RunningEnds()
+        self._choices = ChoiceMemo()  # will-run's node choices, across passes (same layout throughout)
         self._limits: dict[str, float] = {}
         self._caps: dict[str, int | None] = {}   # node cap of a held job's last Hold
         self._records: list[JobRecord] = []
@@ -178,7 +179,8 @@ class Simulation:
         last_job_update): jobs it planned before that start are planned anew with it running,
         and will-run's batches of ending jobs, and so the plans, can differ."""
         plan = BackfillPass(self.snapshot.layout, self.snapshot.free_array(), self._ends, now,
-                            self.config.bf_window_s, self.config.bf_resolution_s, self.config.epoch_s)
+                            self.config.bf_window_s, self.config.bf_resolution_s, self.config.epoch_s,
+                            memo=self._choices)
         touched: set[str] = set()
         unplanned: list[Job] = []
         # Within a pass the room only shrinks (jobs start, reservations are added) and a longer

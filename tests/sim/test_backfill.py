@@ -165,3 +165,20 @@ def test_the_shortcuts_plan_exactly_as_the_full_search(seed: int, monkeypatch) -
     slow, slow_result = run(nodes, jobs, config=config)
     assert fast.planned and fast.planned == slow.planned
     assert fast_result.records == slow_result.records
+
+
+def test_the_choice_memo_answers_as_cons_tres_and_forgets_past_its_budget() -> None:
+    layout = ClusterSnapshot.empty(NODES).layout
+    free, _ = running(("a", 50.0, {0: 2}), ("b", 80.0, {1: 1}))
+    memo = backfill.ChoiceMemo(budget_bytes=2 * free.nbytes)
+    two, four = job(2), job(4)
+    first = memo.choose(layout, free, two, None)
+    assert first.tolist() == backfill._choose(layout, free, two, None).tolist() == [2]
+    assert memo.choose(layout, free.copy(), two, None) is first  # the same room: remembered
+    assert not first.flags.writeable  # shared by every ask: nobody may change it
+    assert memo.choose(layout, free, four, None) is None  # another shape: asked (3 GPUs free)
+    other = free.copy()
+    other[1] = [8, 2, 32_000]  # n2 empty too: another room, asked (the third: over the budget)
+    assert memo.choose(layout, other, four, None).tolist() == [1, 2]
+    assert memo.choose(layout, free, two, None) is not first  # forgotten, asked again
+    assert memo.choose(layout, free, two, None).tolist() == [2]
