@@ -44,6 +44,7 @@ from slurm_advisor.policies.base import Policy
 from slurm_advisor.policies.lif import InterferenceProfile, fit_profile
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.engine import Simulation
+from slurm_advisor.speedmodels.isolated import IsolatedSpeeds
 
 TEACHERS = ("slurm-default", "pack", "spread", "tetris")
 
@@ -137,7 +138,26 @@ def window(jobs: Sequence[Job], start: int, n: int) -> list[Job]:
 
 def simulate(nodes, jobs, policy: Policy, truth, seed: int, log_progress: bool = False):
     advisor = Advisor(policy, fallback=SlurmDefaultPolicy())
-    return Simulation(nodes, jobs, advisor, truth, seed=seed, log_progress=log_progress).run()
+    return Simulation(nodes, jobs, advisor, truth, seed=seed, log_progress=log_progress,
+                      isolated=_isolated(truth, nodes)).run()
+
+
+# Training replays its traces ~30 times a round under one fitted model, each simulation asking
+# that model for every job's speed alone (the time limits' reference): the answers, the same
+# every time for a model that no longer changes, are kept for the last few models and clusters.
+_ISOLATED: dict[tuple[int, int], tuple[object, IsolatedSpeeds]] = {}
+_ISOLATED_KEPT = 4
+
+
+def _isolated(truth, nodes) -> IsolatedSpeeds:
+    nodes = tuple(nodes)
+    key = (id(truth), hash(nodes))
+    kept = _ISOLATED.get(key)
+    if kept is None or kept[0] is not truth or kept[1].empty.nodes != nodes:
+        if len(_ISOLATED) >= _ISOLATED_KEPT:
+            del _ISOLATED[next(iter(_ISOLATED))]  # the oldest
+        kept = _ISOLATED[key] = (truth, IsolatedSpeeds(truth, nodes))  # the truth held: its id stays its own
+    return kept[1]
 
 
 def avg_jct(result) -> float:

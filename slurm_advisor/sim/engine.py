@@ -68,7 +68,9 @@ class Simulation:
     def __init__(self, nodes: Sequence[Node], jobs: Sequence[Job], advisor: Advisor,
                  truth: SpeedModel, *, seed: int = 0, recorder: Recorder | None = None,
                  sample_noise: float = 0.0, scheduler: SchedulerConfig | None = None,
-                 log_progress: bool = False):
+                 log_progress: bool = False, isolated: IsolatedSpeeds | None = None):
+        """``isolated``: the jobs' speeds alone under ``truth`` on these nodes, shared by
+        simulations that replay one fitted model again and again (training); else its own."""
         self.snapshot = ClusterSnapshot.empty(tuple(nodes))
         self.advisor, self.truth = advisor, truth
         self.config = scheduler or SchedulerConfig()
@@ -76,7 +78,9 @@ class Simulation:
         self.noise_rng = np.random.default_rng(seed + 7919)  # measurement noise, apart from decisions
         self.recorder, self.sample_noise = recorder, sample_noise
         self.log_progress = log_progress
-        self.isolated = IsolatedSpeeds(truth, nodes)
+        if isolated is not None and (isolated.model is not truth or isolated.empty.nodes != self.snapshot.nodes):
+            raise ValueError("isolated speeds of another truth or cluster")
+        self.isolated = isolated if isolated is not None else IsolatedSpeeds(truth, nodes)
         self.jobs, self.skipped = self._admissible(jobs)
         shapes: dict[tuple, int] = {}  # jobs of one shape (task counts, demands) by a small int
         self._shape = {j.id: shapes.setdefault((j.num_ps, j.num_workers, j.ps_demand, j.worker_demand),

@@ -228,3 +228,20 @@ def test_promotion_may_ship_the_teacher_with_patience_but_never_holds_unjudged()
     assert report.promotion(0.03) == ("slurm-default", 0.5)
     report.judge_scores = {"chosen": (100.0, 200.0), "teacher": (100.0, 200.0)}
     assert report.promotion(0.03) == ("slurm-default", 0.0)  # rejected: the plain teacher, no holding
+
+
+def test_replays_under_one_model_share_its_isolated_speeds() -> None:
+    from slurm_advisor.domain import Node
+    from slurm_advisor.learned import train
+    from slurm_advisor.speedmodels.constant import ConstantSpeed
+
+    nodes = (Node("n1", 8, 2, 32_000), Node("n2", 8, 2, 32_000))
+    one, other = ConstantSpeed(), ConstantSpeed()
+    kept = train._isolated(one, nodes)
+    assert train._isolated(one, list(nodes)) is kept  # the same model and cluster: one cache
+    assert train._isolated(other, nodes) is not kept
+    assert train._isolated(one, nodes[:1]) is not kept
+    for _ in range(train._ISOLATED_KEPT):
+        train._isolated(ConstantSpeed(), nodes)
+    assert len(train._ISOLATED) == train._ISOLATED_KEPT  # bounded: the oldest goes
+    assert train._isolated(one, nodes) is not kept

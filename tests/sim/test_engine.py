@@ -258,3 +258,18 @@ def test_a_held_job_waits_for_a_finish_and_is_not_placed_by_the_fallback() -> No
     assert times(result)["c"] == (10, 15)
     assert result.holds >= 1 and result.fallbacks == 0
     assert result.summary()["holds"] == result.holds
+
+
+def test_simulations_may_share_the_isolated_speeds_of_their_truth_and_cluster_only() -> None:
+    from slurm_advisor.speedmodels.isolated import IsolatedSpeeds
+
+    truth = ConstantSpeed()
+    jobs = [exact("a", 0, 2, 100), exact("b", 10, 4, 50)]
+    shared = IsolatedSpeeds(truth, TWO_NODES)
+    first = simulate(TWO_NODES, jobs, truth, isolated=shared)
+    again = simulate(TWO_NODES, jobs, truth, isolated=shared)  # answered from the first one's asks
+    assert times(first) == times(again) == times(simulate(TWO_NODES, jobs, truth))
+    with pytest.raises(ValueError, match="another truth"):
+        simulate(TWO_NODES, jobs, ConstantSpeed(), isolated=shared)
+    with pytest.raises(ValueError, match="another truth or cluster"):
+        simulate(TWO_NODES[:1] + [Node("n3", 8, 2, 32_000)], jobs, truth, isolated=shared)
