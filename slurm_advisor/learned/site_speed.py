@@ -139,7 +139,7 @@ class SiteSpeedModel:
         """The ensemble's weights (what a checkpoint saves beside the vocabulary)."""
         return self.net.state_dict()
 
-    @torch.no_grad()
+    @torch.inference_mode()  # no autograd bookkeeping at all: ~15 % off a small batch
     def log_speeds_all(self, contexts: Sequence[F.JobContext]) -> np.ndarray:
         """[members, len(contexts)] log speeds."""
         return self.net(to_tensors(F.Batch.of(contexts, self.vocab.n_slots))).numpy()
