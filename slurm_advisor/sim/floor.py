@@ -19,43 +19,55 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Node, RunningJob
 from slurm_advisor.policies import PolicyContext, make_policy
 from slurm_advisor.speedmodels.base import SpeedModel
 
-#: The baselines whose placements on the empty cluster the floor takes the fastest of
-#: (lif needs a fitted profile; on an empty cluster it places as the packers do).
+#: The baselines whose placements on the empty cluster the floor takes the fastest of (lif
+#: needs a fitted profile, and on an empty cluster it has no neighbours to weigh).
 FLOOR_POLICIES = ("slurm-default", "slurm-topo", "pack", "spread", "tetris", "random")
+
+
+class SoloSpeeds:
+    """Each job's best speed alone on the empty cluster over the baselines' placements, cached
+    by shape (type, task counts, demands, model facts: what a speed depends on, as
+    ``IsolatedSpeeds`` keys it)."""
+
+    def __init__(self, nodes: Sequence[Node], truth: SpeedModel, *, seed: int = 0):
+        self.empty, self.truth, self.seed = ClusterSnapshot.empty(tuple(nodes)), truth, seed
+        self.policies = [make_policy(name, PolicyContext(truth=truth)) for name in FLOOR_POLICIES]
+        self._best: dict[tuple, float] = {}
+
+    def __call__(self, job: Job) -> float:
+        """Iterations per second; 0.0 when no baseline can place the job on the empty cluster."""
+        key = (job.type, job.num_ps, job.num_workers, job.ps_demand, job.worker_demand,
+               job.model_size_mb, job.batch_size)
+        if key not in self._best:
+            self._best[key] = self._fastest(job)
+        return self._best[key]
+
+    def _fastest(self, job: Job) -> float:
+        rng = np.random.default_rng(self.seed)
+        best, seen = 0.0, set()
+        for policy in self.policies:
+            placement = policy.place(self.empty, job, rng)
+            layout = None if placement is None else tuple(sorted(placement.per_node()))
+            if layout is None or layout in seen:
+                continue
+            seen.add(layout)
+            run = RunningJob(job, placement)
+            best = max(best, self.truth.speeds(self.empty.nodes, [run], only=[job.id])[job.id])
+        return best
 
 
 def solo_runtime(nodes: Sequence[Node], job: Job, truth: SpeedModel, *, seed: int = 0) -> float:
     """The job's shortest run time alone on an empty cluster over the baselines' placements
     (seconds); ValueError when none of them can place it there."""
-    empty = ClusterSnapshot.empty(tuple(nodes))
-    rng = np.random.default_rng(seed)
-    best = np.inf
-    seen = set()
-    for name in FLOOR_POLICIES:
-        placement = make_policy(name, PolicyContext(truth=truth)).place(empty, job, rng)
-        if placement is None or tuple(sorted(placement.per_node())) in seen:
-            continue
-        seen.add(tuple(sorted(placement.per_node())))
-        speed = truth.speeds(empty.nodes, [RunningJob(job, placement)], only=[job.id])[job.id]
-        best = min(best, job.iterations / speed)
-    if not np.isfinite(best):
+    speed = SoloSpeeds(nodes, truth, seed=seed)(job)
+    if speed <= 0:
         raise ValueError(f"job {job.id} fits nowhere on the empty cluster")
-    return float(best)
+    return job.iterations / speed
 
 
 def floor_avg_jct(nodes: Sequence[Node], jobs: Sequence[Job], truth: SpeedModel, *, seed: int = 0) -> float:
-    """Mean over ``jobs`` (those that fit the cluster) of :func:`solo_runtime`: no wait, no
-    neighbour, the best of the baselines' placements. Jobs of the same shape are timed once."""
-    cache: dict[tuple, float] = {}
-    times = []
-    for job in jobs:
-        key = (job.type, job.num_ps, job.num_workers, job.ps_demand, job.worker_demand,
-               job.iterations, job.model_size_mb, job.batch_size)
-        if key not in cache:
-            try:
-                cache[key] = solo_runtime(nodes, job, truth, seed=seed)
-            except ValueError:
-                cache[key] = np.nan  # never fits: the simulator skips it too
-        if not np.isnan(cache[key]):
-            times.append(cache[key])
+    """Mean over ``jobs`` (those that fit the cluster, as the simulator skips the others) of
+    their shortest run time alone: no wait, no neighbour, the best of the baselines' placements."""
+    solo = SoloSpeeds(nodes, truth, seed=seed)
+    times = [job.iterations / speed for job in jobs if (speed := solo(job)) > 0]
     return float(np.mean(times)) if times else 0.0
