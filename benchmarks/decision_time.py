@@ -10,6 +10,7 @@ simulator and the daemon make one per decision); between decisions the advised j
 a random running job ends, so the load stays near its level.
 
     python benchmarks/decision_time.py [--sizes 16,1000,10000] [--decisions 300] [--search-model DIR]
+                                       [--gap-ms 2]
 
 ``--search-model`` adds a row for the search (``learned/search.py``) over that model directory
 (it needs a model trained with the site speed model; the shipped default has the older one).
@@ -119,10 +120,12 @@ def advisors(nodes, search_model: Path | None = None) -> dict[str, Advisor]:
     }
 
 
-def measure(advisor: Advisor, base: ClusterSnapshot, decisions: int, seed: int, repeats: int) -> dict:
+def measure(advisor: Advisor, base: ClusterSnapshot, decisions: int, seed: int, repeats: int,
+            gap_s: float = 0.0) -> dict:
     """Each decision is timed ``repeats`` times on fresh snapshot objects of the same state and
     counts at its fastest: on a shared machine a neighbour's burst otherwise decides the p99.
-    The first try of each decision is kept too (``first_*``)."""
+    The first try of each decision is kept too (``first_*``). ``gap_s``: an idle pause before
+    every try (outside the timing), as a daemon waits between requests."""
     rng = np.random.default_rng(seed)
     jobs = job_stream(decisions, 7_000 + seed)
     snap = base
@@ -132,6 +135,8 @@ def measure(advisor: Advisor, base: ClusterSnapshot, decisions: int, seed: int, 
         for r in range(repeats):
             fresh = snap.at(float(i))  # a new snapshot object per decision, as the simulator makes
             decision_rng = np.random.default_rng((seed, i))
+            if gap_s:
+                time.sleep(gap_s)
             c0 = time.process_time()  # outside the wall-clock window: a system call in this VM
             w0 = time.perf_counter()
             advice = advisor.advise(fresh, job, decision_rng)
@@ -166,6 +171,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="tries per decision; the fastest counts")
     ap.add_argument("--only", default="", help="comma-separated policy rows to run (default: all)")
     ap.add_argument("--search-model", type=Path, help="a model directory to time the search over")
+    ap.add_argument("--gap-ms", type=float, default=0.0,
+                    help="idle before every try, as a daemon between requests (caches go cold)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "decision_time.json")
     args = ap.parse_args(argv)
     rows = {}
@@ -181,8 +188,9 @@ def main(argv=None) -> int:
             if args.only and name not in args.only.split(","):
                 continue
             advisor.advise(base, job_stream(1, 99)[0], np.random.default_rng(0))  # warm caches
-            row = measure(advisor, base, args.decisions, seed=n, repeats=args.repeats)
-            row.update(nodes=n, running=len(base.running), gpu_load=float(gpu_load), build_s=build_s)
+            row = measure(advisor, base, args.decisions, seed=n, repeats=args.repeats, gap_s=args.gap_ms / 1e3)
+            row.update(nodes=n, running=len(base.running), gpu_load=float(gpu_load), build_s=build_s,
+                       gap_ms=args.gap_ms)
             rows[f"{n}/{name}"] = row
             target = TARGET_P99_MS.get(n)
             print(f"{n:>6} {len(base.running):>8}  {name:<30}{row['p50_ms']:>9.2f}{row['p99_ms']:>9.2f}"
