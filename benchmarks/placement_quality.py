@@ -45,6 +45,7 @@ from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.converters.philly import philly_jobs
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+from slurm_advisor.sim.floor import floor_avg_jct
 from slurm_advisor.sim.report import plot_jct_cdf
 from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
@@ -168,6 +169,8 @@ def main(argv=None) -> int:
                                     # a job killed at its limit ends early and shortens the avg JCT
                                     "timeouts_by_test_trace": {name: [r[name].summary()["timeouts"] for r in by_trace]
                                                                for name in res.results},
+                                    # sim/floor.py: no wait, alone, the fastest baseline placement
+                                    "floor_by_test_trace": [floor_avg_jct(nodes, jobs, truth) for jobs in test_traces],
                                     "train_seconds": res.train_seconds, "samples": res.samples,
                                     "teacher": res.teacher, "deployed": res.deployed,
                                     "validation": res.validation,
@@ -198,6 +201,11 @@ def print_setting(key: str, s: dict) -> None:
               f"{v['utilization']:>7.2f}{v['avg_jct'] / ref:>10.3f}{v['avg_jct'] / best_other:>11.3f}"
               f"{v.get('timeouts', 0):>10}")
     traces = s.get("avg_jct_by_test_trace", {})
+    floors = s.get("floor_by_test_trace")
+    if floors:  # the lowest ratio any policy can reach on these traces, about
+        print(f"floor (no wait, alone): {floors[0] / 3600:.2f} h on the first test trace = "
+              f"{floors[0] / ref:.3f} x slurm-default; over all of them "
+              f"{np.mean(floors) / np.mean(traces['slurm-default']):.3f} x slurm-default")
     if traces and len(next(iter(traces.values()))) > 1:
         print(f"over {len(traces['slurm-default'])} test traces (mean avg JCT; the trained policy's ratio per trace):")
         for name in trained:
