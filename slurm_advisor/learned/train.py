@@ -145,19 +145,18 @@ def simulate(nodes, jobs, policy: Policy, truth, seed: int, log_progress: bool =
 # Training replays its traces ~30 times a round under one fitted model, each simulation asking
 # that model for every job's speed alone (the time limits' reference): the answers, the same
 # every time for a model that no longer changes, are kept for the last few models and clusters.
-_ISOLATED: dict[tuple[int, int], tuple[object, IsolatedSpeeds]] = {}
+_ISOLATED: dict[tuple, IsolatedSpeeds] = {}  # (id of the truth, nodes) -> its speeds; each holds its truth
 _ISOLATED_KEPT = 4
 
 
 def _isolated(truth, nodes) -> IsolatedSpeeds:
-    nodes = tuple(nodes)
-    key = (id(truth), hash(nodes))
+    key = (id(truth), tuple(nodes))
     kept = _ISOLATED.get(key)
-    if kept is None or kept[0] is not truth or kept[1].empty.nodes != nodes:
+    if kept is None or kept.model is not truth:  # held by its IsolatedSpeeds, an id is never reused
         if len(_ISOLATED) >= _ISOLATED_KEPT:
             del _ISOLATED[next(iter(_ISOLATED))]  # the oldest
-        kept = _ISOLATED[key] = (truth, IsolatedSpeeds(truth, nodes))  # the truth held: its id stays its own
-    return kept[1]
+        kept = _ISOLATED[key] = IsolatedSpeeds(truth, key[1])
+    return kept
 
 
 def avg_jct(result) -> float:

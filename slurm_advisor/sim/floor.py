@@ -18,6 +18,7 @@ import numpy as np
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, RunningJob
 from slurm_advisor.policies import PolicyContext, make_policy
 from slurm_advisor.speedmodels.base import SpeedModel
+from slurm_advisor.speedmodels.isolated import speed_signature
 
 #: The baselines whose placements on the empty cluster the floor takes the fastest of (lif
 #: needs a fitted profile, and on an empty cluster it has no neighbours to weigh).
@@ -26,8 +27,7 @@ FLOOR_POLICIES = ("slurm-default", "slurm-topo", "pack", "spread", "tetris", "ra
 
 class SoloSpeeds:
     """Each job's best speed alone on the empty cluster over the baselines' placements, cached
-    by shape (type, task counts, demands, model facts: what a speed depends on, as
-    ``IsolatedSpeeds`` keys it)."""
+    by ``speed_signature`` (as ``IsolatedSpeeds`` caches its consolidated one)."""
 
     def __init__(self, nodes: Sequence[Node], truth: SpeedModel, *, seed: int = 0):
         self.empty, self.truth, self.seed = ClusterSnapshot.empty(tuple(nodes)), truth, seed
@@ -36,8 +36,7 @@ class SoloSpeeds:
 
     def __call__(self, job: Job) -> float:
         """Iterations per second; 0.0 when no baseline can place the job on the empty cluster."""
-        key = (job.type, job.num_ps, job.num_workers, job.ps_demand, job.worker_demand,
-               job.model_size_mb, job.batch_size)
+        key = speed_signature(job)
         if key not in self._best:
             self._best[key] = self._fastest(job)
         return self._best[key]

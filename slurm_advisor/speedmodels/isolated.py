@@ -11,6 +11,13 @@ from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.speedmodels.base import SpeedModel
 
 
+def speed_signature(job: Job) -> tuple:
+    """What a job's speed alone depends on (type, sizes, demands, model facts): jobs of one
+    signature run alike, so caches of solo speeds key by it."""
+    return (job.type, job.num_ps, job.num_workers, job.ps_demand, job.worker_demand,
+            job.model_size_mb, job.batch_size)
+
+
 class IsolatedSpeeds:
     """Caches isolated speeds by job signature (type, sizes, demands): traces repeat them."""
 
@@ -20,8 +27,7 @@ class IsolatedSpeeds:
         self._cache: dict[tuple, float] = {}
 
     def __call__(self, job: Job) -> float:
-        key = (job.type, job.num_ps, job.num_workers, job.ps_demand, job.worker_demand,
-               job.model_size_mb, job.batch_size)
+        key = speed_signature(job)
         if key not in self._cache:
             placement = SlurmDefaultPolicy().place(self.empty, job)
             if placement is None:
