@@ -108,6 +108,15 @@ def round_trips(path: Path, requests: list[dict]) -> tuple[list[float], int]:
     return times, placed
 
 
+def written(path: Path, decisions: int, timeout_s: float = 60.0) -> None:
+    """Until the daemon's store holds ``decisions`` decisions."""
+    deadline = time.monotonic() + timeout_s
+    while call(path, "status").get("decisions_written", 0) < decisions:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the daemon wrote fewer than {decisions} decisions in {timeout_s:g} s")
+        time.sleep(0.05)
+
+
 def _sustain(path: str, requests: list[dict], seconds: float, out) -> None:
     done, deadline, i = 0, time.monotonic() + seconds, 0
     while time.monotonic() < deadline:
@@ -160,6 +169,7 @@ def measure(nodes: int, policy: str, n_requests: int, seconds: float, n_hook_cal
             running = int(child.stdout.readline().split()[1])
             requests = [hook_fields(j, 1000 + i) for i, j in enumerate(job_stream(n_requests, 11_000 + nodes))]
             round_trips(sock, requests[:30])  # warm up: first torch calls, SQLite file creation
+            written(sock, 30)  # and the decision writer process up (it boots beside the first requests)
             times, placed = round_trips(sock, requests)
             one = sustained(sock, requests, seconds, 1)
             two = sustained(sock, requests, seconds, 2)

@@ -17,10 +17,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.util import CommandError
 from sqlalchemy import Engine, create_engine, event, func, insert, select
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -97,6 +93,24 @@ class Store(OutcomesAndModels):
             engine.dispose()
             raise
         return store
+
+    @classmethod
+    def attach(cls, url: str) -> Store:
+        """Connect to a database another process has just opened (and so upgraded): no migration
+        check, no Alembic import (half a second) — the daemon's decision writer process."""
+        full = normalize_url(url)
+        try:
+            return cls(_engine_for(full), mask_url(full))
+        except (ArgumentError, ImportError, ValueError, OSError) as exc:
+            raise InputError(f"cannot open database {mask_url(full)}: {exc}") from None
+
+    def url_for_another_process(self) -> str | None:
+        """The URL, password included, by which another process reaches this database; None
+        for SQLite in memory, which only this connection pool sees."""
+        url = self._engine.url
+        if url.get_backend_name() == "sqlite" and (url.database or ":memory:") == ":memory:":
+            return None
+        return url.render_as_string(hide_password=False)
 
     def record_samples(self, samples: Iterable[SpeedSample]) -> int:
         """Insert ``samples`` in one transaction (all or none); returns how many were written."""
@@ -194,6 +208,8 @@ class Store(OutcomesAndModels):
 
     def revision(self) -> str | None:
         """The schema's Alembic revision (e.g. "0003")."""
+        from alembic.runtime.migration import MigrationContext  # Alembic costs 0.5 s to import: only here
+
         with self._guard("cannot read from"), self._engine.connect() as connection:
             return MigrationContext.configure(connection).get_current_revision()
 
@@ -216,11 +232,18 @@ class Store(OutcomesAndModels):
 
         Alembic records the revision in ``alembic_version``, so reopening a current database runs nothing.
         """
+        from alembic import command
+        from alembic.config import Config
+        from alembic.util import CommandError
+
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
-        with self._engine.begin() as connection:
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+        try:
+            with self._engine.begin() as connection:
+                config.attributes["connection"] = connection
+                command.upgrade(config, "head")
+        except CommandError as exc:  # e.g. a database from a newer release
+            raise InputError(f"cannot open database {self._url}: {exc}") from None
 
     @contextmanager
     def _guard(self, action: str) -> Iterator[None]:
@@ -230,8 +253,6 @@ class Store(OutcomesAndModels):
         except SQLAlchemyError as exc:
             detail = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
             raise InputError(f"{action} database {self._url}: {detail}") from None
-        except CommandError as exc:
-            raise InputError(f"{action} database {self._url}: {exc}") from None
 
 
 class SampleBatch:
