@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -92,9 +93,12 @@ def serve(nodes: int, policy: str, socket_path: Path, db: Path) -> None:
     daemon = Daemon(config, LoadedSource(snapshot), NoQueue(), service, Store.open(str(db)))
     server = AdvisorServer(socket_path, daemon.dispatcher(), 2.0, taken=daemon.ready is not None)
     daemon.start()
-    signal.signal(signal.SIGTERM, lambda *_: (server.server_close(), daemon.stop(), os._exit(0)))
+    # As `serve` stops: the loop ends, then the daemon (its decision writer process included).
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
     print(f"ready {len(snapshot.running)}", flush=True)
     server.serve_forever(poll_interval=0.2)
+    server.server_close()
+    daemon.stop()
 
 
 # -- the client -----------------------------------------------------------------------------
