@@ -101,7 +101,8 @@ def _status_text(data: dict[str, Any]) -> str:
                   f"{d.get('claims')} claims, up {d.get('uptime_s')} s"),
                  "counters: " + ", ".join(f"{k} {d[k]}" for k in (
                      "requests", "decisions", "placed", "capped", "errors", "released", "refresh_failures",
-                     "reports", "reports_refused", "decisions_dropped", "reports_dropped") if k in d)]
+                     "reports", "reports_refused", "decisions_dropped", "decision_writer_restarts",
+                     "reports_dropped") if k in d)]
     if "store_error" in data:
         return "\n".join([*lines, f"store: {data['store_error']}"])
     model = data.get("active_model")

@@ -185,6 +185,7 @@ class Daemon:
                 "nodes": 0 if snap is None else len(snap.nodes), "claims": len(self.state.claims),
                 "uptime_s": round(time.time() - self.state.started_at, 1),
                 "decisions_written": self.writer.written, "decisions_dropped": self.writer.dropped,
+                "decision_writer_restarts": self.writer.restarts,
                 "reports_written": self.reports.written, "reports_dropped": self.reports.dropped,
                 "outcomes_written": self.outcomes.written, **vars(self.state.counters),
                 **({} if self.ready is None else {"ready_published": self.ready.published,

@@ -45,6 +45,7 @@ _STATE_COUNTERS = {
 _WRITER_COUNTERS = {
     "decisions_written": ("writer", "written", "Decisions written to the store."),
     "decisions_dropped": ("writer", "dropped", "Decisions the store never got."),
+    "decision_writer_restarts": ("writer", "restarts", "Decision writer processes that died and were replaced."),
     "reports_written": ("reports", "written", "Speed reports written to the store."),
     "reports_dropped": ("reports", "dropped", "Speed reports the store never got."),
     "outcomes_written": ("outcomes", "written", "Job outcome changes written to the store."),

@@ -3,12 +3,11 @@ the database.
 
 Reports and outcomes are written from threads. Decisions, one per request, are written from a
 child process (:class:`DecisionWriter`): a writer thread shares the GIL with the request loop,
-and while it encoded and inserted a batch (~3 ms of CPU for 50 decisions, 8 ms of wall time
-under contention) every request in flight ran at half speed: at 1,000 nodes the advice round
-trip's p99 was 4.0-4.9 ms with the thread, 2.4 ms with no store at all
-(benchmarks/advice_latency.py, 2-vCPU VM, 2026-12-03). The child has the second core to itself;
-the request loop only hands each decision to a queue (a few microseconds; the queue's feeder
-thread pickles it, ~20 us a decision)."""
+and while it encoded and inserted a batch (2-3 ms of CPU for 50 decisions) every request in
+flight ran at half speed. At 1,000 nodes the daemon's own advise p99 was 3.2-8.6 ms with the
+thread, 1.9-2.5 ms with no store, 1.5-2.9 ms with the child (in-process, 2-vCPU VM,
+2026-12-03). The child has the second core to itself; the request loop only appends to a deque.
+"""
 from __future__ import annotations
 
 import json
@@ -162,6 +161,7 @@ class DecisionWriter:
         self._overflow = 0           # decisions put while _BACKLOG waited (the request loop's count)
         self._undelivered = 0        # decisions no child took (the shipping thread's count)
         self._sent = 0               # decisions sent to the current child
+        self.restarts = 0            # children that died and were replaced
         self._pending: deque[Any] = deque()
         self._stopping = threading.Event()
         self._shipper = threading.Thread(target=self._ship_loop, name="decision-shipper", daemon=True)
@@ -260,6 +260,7 @@ class DecisionWriter:
         lost = self._settle()
         log.error("the decision writer process ended (exit code %s); %d decisions sent to it are "
                   "lost; starting another", code, lost)
+        self.restarts += 1
         self._spawn()
 
     def _settle(self) -> int:

@@ -85,7 +85,7 @@ def test_a_writer_that_dies_is_replaced_and_its_unwritten_decisions_counted(tmp_
     wait_for(lambda: writer.written == 20)
     assert writer_process().pid != first.pid
     writer.stop()
-    assert (writer.written, writer.dropped) == (20, 0) and store.count_decisions() == 20
+    assert (writer.written, writer.dropped, writer.restarts) == (20, 0, 1) and store.count_decisions() == 20
     assert "decision writer process ended" in caplog.text
     store.close()
 
