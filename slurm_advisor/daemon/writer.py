@@ -10,6 +10,7 @@ thread, 1.9-2.5 ms with no store, 1.5-2.9 ms with the child (in-process, 2-vCPU 
 """
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import logging.handlers
@@ -33,7 +34,7 @@ _GATHER_S = 0.05  # a batch takes what arrives this long after its first item: o
 _BATCH = 500
 _BACKLOG = 100_000  # beyond this (a database down for long) items are dropped and counted
 _PICKLE_AT_MOST = 20  # decisions per message to the decision writer process (~0.1 ms to pickle)
-_CHILD_STOP_S = 30.0  # the decision writer's time to write what is queued when the daemon stops
+_CHILD_STOP_S = 20.0  # the decision writer's time to write what is queued at the stop (systemd waits 30 s)
 
 
 class BatchWriter:
@@ -158,7 +159,7 @@ class DecisionWriter:
         self._context = multiprocessing.get_context("spawn")  # not fork: the daemon has threads, torch
         self._counts = self._context.Array("q", 4, lock=False)  # the child's written, dropped, logged, log_errors
         self._before = [0, 0, 0, 0]  # the same for children that ended
-        self._overflow = 0           # decisions put while _BACKLOG waited (the request loop's count)
+        self._overflow = 0           # decisions put with _BACKLOG waiting, or after the stop
         self._undelivered = 0        # decisions no child took (the shipping thread's count)
         self._sent = 0               # decisions sent to the current child
         self.restarts = 0            # children that died and were replaced
@@ -179,6 +180,9 @@ class DecisionWriter:
         self._relay.start()
         self._spawn()
         self._shipper.start()
+        # Before multiprocessing's own exit handler (atexit runs last in, first out), which would
+        # wait for a child that ends only when our end of the pipe closes.
+        atexit.register(self.stop)
 
     def put(self, item: Any) -> None:
         if self._local is not None:
@@ -195,15 +199,20 @@ class DecisionWriter:
             return
         if not self._shipper.is_alive():
             return
+        atexit.unregister(self.stop)
+        deadline = time.monotonic() + _CHILD_STOP_S
         self._stopping.set()
-        self._shipper.join()
-        self._pipe.close()  # the child's end-of-file: it writes what it has and ends
-        self._child.join(timeout=_CHILD_STOP_S)
-        if self._child.is_alive():
+        self._shipper.join(timeout=_CHILD_STOP_S)
+        if not self._shipper.is_alive():
+            self._pipe.close()  # the child's end-of-file: it writes what it has and ends
+            self._child.join(timeout=max(0.0, deadline - time.monotonic()))
+        if self._child.is_alive():  # stuck (a database that does not answer): what it holds is lost
             log.error("the decision writer did not finish within %g s: stopping it; decisions it "
                       "had not written are lost", _CHILD_STOP_S)
             self._child.kill()
             self._child.join()
+            self._shipper.join()  # its send fails now
+            self._pipe.close()
         self._settle()
         self._relay.stop()
         self._records.close()
@@ -235,10 +244,12 @@ class DecisionWriter:
                 self._ship(batch[at:at + _PICKLE_AT_MOST])
 
     def _ship(self, batch: list[Any]) -> None:
-        for _ in range(2):  # a dead child is replaced once, then the batch is dropped
+        for _ in range(2):  # a dead child is replaced once (not at the stop), then the batch is dropped
             try:
                 self._pipe.send(batch)
             except OSError:
+                if self._stopping.is_set():
+                    break
                 self._replace()
             else:
                 self._sent += len(batch)

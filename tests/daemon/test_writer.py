@@ -148,3 +148,22 @@ def test_a_store_in_memory_is_written_from_a_thread():
 def test_another_process_gets_the_url_with_its_password(url):
     store = Store(create_engine(url), "shown")
     assert store.url_for_another_process() == url
+
+
+def test_a_writer_never_stopped_writes_its_decisions_at_exit_and_does_not_hang_it(tmp_path):
+    script = f"""
+import sys
+sys.path.insert(0, {str(HERE)!r})
+from test_writer import decisions
+from slurm_advisor.daemon.writer import DecisionWriter
+from slurm_advisor.store import Store
+if __name__ == "__main__":
+    writer = DecisionWriter(Store.open({str(tmp_path / "d.db")!r}))
+    writer.start()
+    for d in decisions(0, 7):
+        writer.put(d)
+"""
+    (tmp_path / "daemon.py").write_text(script)
+    subprocess.run([sys.executable, str(tmp_path / "daemon.py")], check=True, timeout=60)
+    with Store.open(str(tmp_path / "d.db"), create=False) as store:
+        assert store.count_decisions() == 7
