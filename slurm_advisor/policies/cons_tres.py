@@ -317,7 +317,7 @@ def _eval_nodes_topo(layout, avail: np.ndarray, weight: np.ndarray, job: Job, mi
     if best is None:
         return None
     leaf_of = layout.switch_id
-    leaves = _leaf_order(layout)
+    leaves = layout.switch_order
     req = _Request(job.num_tasks, job.num_tasks, min_nodes, min_nodes, max_nodes)
     taken: list[tuple[int, int]] = []
     required: set[int] = set()
@@ -332,28 +332,30 @@ def _eval_nodes_topo(layout, avail: np.ndarray, weight: np.ndarray, job: Job, mi
             return taken
         if req.max_nodes <= 0:
             return None
-        required = set(np.unique(leaf_of[lighter]).tolist())
-        for leaf in (leaf for leaf in leaves if leaf in required):
+        required = np.isin(leaves, leaf_of[lighter])
+        for leaf in leaves[required]:
             for i in np.flatnonzero(best & (leaf_of == leaf)):
                 taken.append((int(i), req.take(int(avail[i]))))
                 if req.done():
                     return taken
-    # one pass over the nodes, not one per leaf: a 10,000-node cluster has hundreds of leaves
-    per_leaf = np.bincount(leaf_of[best], minlength=max(leaves, default=-1) + 1)
-    left = {leaf: 0 if leaf in required else int(per_leaf[leaf]) for leaf in leaves}
+    else:
+        required = np.zeros(len(leaves), dtype=bool)
+    # arrays over the leaves, not Python loops: a 10,000-node cluster has hundreds of leaves
+    left = np.bincount(leaf_of[best], minlength=int(leaves.max(initial=-1)) + 1)[leaves]
+    left[required] = 0
     previous = req.rem_nodes + 1
     while previous != req.rem_nodes:
         previous = req.rem_nodes
-        leaf = _best_leaf(leaves, left, req.rem_nodes)
-        if leaf is None:
+        k = _best_leaf(left, req.rem_nodes)
+        if k is None:
             break
-        for i in np.flatnonzero(best & (leaf_of == leaf)):
+        for i in np.flatnonzero(best & (leaf_of == leaves[k])):
             if req.max_nodes <= 0:
                 break
             taken.append((int(i), req.take(int(avail[i]))))
             if req.done():
                 return taken
-        left[leaf] = 0
+        left[k] = 0
     return taken if req.min_rem_nodes <= 0 and req.rem <= 0 else None
 
 
@@ -372,31 +374,17 @@ def _lightest_sufficient(avail, weight, usable, tasks: int, min_nodes: int):
     return usable & (weight == w), usable & (weight < w)
 
 
-def _leaf_order(layout) -> list[int]:
-    """Leaf switches in the order topology.conf would list them: by first node."""
-    ids = layout.switch_id
-    _, first = np.unique(ids, return_index=True)
-    return [int(ids[i]) for i in sorted(first)]
-
-
-def _best_leaf(leaves, left: dict[int, int], rem_nodes: int) -> int | None:
-    """``_topo_choose_best_switch``: the tightest leaf that covers the nodes still needed."""
-    best = None
-    for leaf in leaves:
-        if left[leaf] == 0:
-            continue
-        if best is None or _compare_leaves(left[leaf], left[best], rem_nodes) > 0:
-            best = leaf
-    return best
-
-
-def _compare_leaves(n_i: int, n_j: int, rem_nodes: int) -> int:
-    i_fit, j_fit = n_i >= rem_nodes, n_j >= rem_nodes
-    if i_fit and j_fit:
-        return (n_i < n_j) - (n_i > n_j)
-    if i_fit != j_fit:
-        return 1 if i_fit else -1
-    return (n_i > n_j) - (n_i < n_j)  # neither fits: the bigger gets closer
+def _best_leaf(left: np.ndarray, rem_nodes: int) -> int | None:
+    """``_topo_choose_best_switch``: the position (in leaf order) of the tightest leaf that
+    covers the nodes still needed, else of the biggest; the first of equals, as Slurm's scan in
+    leaf order keeps the first. None when no leaf has a node left."""
+    open_ = left > 0
+    if not open_.any():
+        return None
+    covers = open_ & (left >= rem_nodes)
+    if covers.any():
+        return int(np.argmin(np.where(covers, left, np.iinfo(left.dtype).max)))
+    return int(np.argmax(np.where(open_, left, -1)))
 
 
 def _placement(nodes, job: Job, taken: list[tuple[int, int]], free: np.ndarray) -> Placement | None:
