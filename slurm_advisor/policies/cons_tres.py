@@ -320,7 +320,6 @@ def _eval_nodes_topo(layout, avail: np.ndarray, weight: np.ndarray, job: Job, mi
     leaves = layout.switch_order
     req = _Request(job.num_tasks, job.num_tasks, min_nodes, min_nodes, max_nodes)
     taken: list[tuple[int, int]] = []
-    required: set[int] = set()
     if lighter.any():
         # req2_nodes_bitmap: all nodes of the lighter weights, in index order, then the rest
         # of their leaves (switch order) before any other leaf

@@ -60,13 +60,13 @@ def test_sigterm_to_the_group_does_not_cost_the_queued_decisions(tmp_path):
     writer = DecisionWriter(store)
     writer.start()
     child = writer_process()
-    wait_for(lambda: child.pid is not None)
-    time.sleep(1.0)  # booted: its handlers set
+    writer.put(decisions(0, 1)[0])
+    wait_for(lambda: writer.written == 1)  # booted: its signal handlers are set
     os.kill(child.pid, signal.SIGTERM)
-    for d in decisions(0, 50):
+    for d in decisions(1, 50):
         writer.put(d)
     writer.stop()
-    assert (writer.written, writer.dropped) == (50, 0) and store.count_decisions() == 50
+    assert (writer.written, writer.dropped, writer.restarts) == (51, 0, 0) and store.count_decisions() == 51
     store.close()
 
 
