@@ -30,7 +30,7 @@ from slurm_advisor.daemon.samples import live_sample
 from slurm_advisor.daemon.server import AdvisorServer, Dispatcher
 from slurm_advisor.daemon.service import AdviceService
 from slurm_advisor.daemon.state import DaemonState, ModelFollower, Refresher
-from slurm_advisor.daemon.writer import BatchWriter, DecisionWriter
+from slurm_advisor.daemon.writer import BatchWriter, decision_writer
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
 from slurm_advisor.domain.report import SpeedReport
@@ -51,7 +51,7 @@ class Daemon:
         self.source = source
         self.service = service
         self.state = DaemonState(config.mode, Claims(config.claim_ttl_s))
-        self.writer = DecisionWriter(store, config.decision_log)
+        self.writer = decision_writer(store, config.decision_log)
         self.reports = BatchWriter(None if store is None else self._write_reports, what="report",
                                    describe=lambda item: f"of job {item[0].job_id}")
         self.outcomes = BatchWriter(None if store is None else store.record_outcomes, what="outcome",

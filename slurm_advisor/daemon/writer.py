@@ -2,11 +2,11 @@
 the database.
 
 Reports and outcomes are written from threads. Decisions, one per request, are written from a
-child process (:class:`DecisionWriter`): a writer thread shares the GIL with the request loop,
-and while it encoded and inserted a batch (2-3 ms of CPU for 50 decisions) every request in
-flight ran at half speed. At 1,000 nodes the daemon's own advise p99 was 3.2-8.6 ms with the
-thread, 1.9-2.5 ms with no store, 1.5-2.9 ms with the child (in-process, 2-vCPU VM,
-2026-12-03). The child has the second core to itself; the request loop only appends to a deque.
+child process (:func:`decision_writer`): a writer thread shares the GIL with the request loop,
+and while it encoded and inserted a batch every request in flight ran at half speed (at 1,000
+nodes the round trip's p99 was 6.5-15.6 ms with the thread, 2.7-3.3 ms with the child:
+benchmarks/advice_latency.py, README "The live path"). The child has the second core to
+itself; the request loop only appends to a deque.
 """
 from __future__ import annotations
 
@@ -119,6 +119,7 @@ class DecisionBatches(BatchWriter):
         self.log_path = log
         self.logged = 0
         self.log_errors = 0
+        self.restarts = 0  # a thread is never replaced (the process writer's count)
 
     def _taken(self, batch: list[Any]) -> None:
         if self.log_path is None:
@@ -135,7 +136,14 @@ class DecisionBatches(BatchWriter):
         self.logged += len(batch)
 
 
-class DecisionWriter:
+def decision_writer(store: Store | None, log: Path | None = None) -> DecisionBatches | ProcessDecisionWriter:
+    """The daemon's decision writer: a child process for a store another process can open; a
+    thread, as reports have, for SQLite in memory (only this process's pool sees it) or no store."""
+    url = None if store is None else store.url_for_another_process()
+    return DecisionBatches(store, log) if url is None else ProcessDecisionWriter(url, log)
+
+
+class ProcessDecisionWriter:
     """The daemon's decisions to the store (and the decision log) from a child process; the same
     ``start``/``put``/``stop`` and counts as :class:`BatchWriter`.
 
@@ -148,13 +156,10 @@ class DecisionWriter:
     come back over a queue). It ignores SIGINT and SIGTERM, which a service manager may send the
     whole group: it ends when the pipe closes — the daemon's stop, or its death — after writing
     what it was sent. A child that dies is replaced at the next batch; what it had not written
-    is counted as dropped. A store no other process can open (SQLite in memory), or none at all,
-    is written from a thread, as reports are.
+    is counted as dropped.
     """
 
-    def __init__(self, store: Store | None, log: Path | None = None, gather_s: float = _GATHER_S):
-        url = None if store is None else store.url_for_another_process()
-        self._local = DecisionBatches(store, log) if url is None else None
+    def __init__(self, url: str, log: Path | None = None, gather_s: float = _GATHER_S):
         self._url, self._log, self._gather_s = url, log, gather_s
         self._context = multiprocessing.get_context("spawn")  # not fork: the daemon has threads, torch
         self._counts = self._context.Array("q", 4, lock=False)  # the child's written, dropped, logged, log_errors
@@ -172,9 +177,6 @@ class DecisionWriter:
         self._relay: logging.handlers.QueueListener | None = None
 
     def start(self) -> None:
-        if self._local is not None:
-            self._local.start()
-            return
         self._records = self._context.Queue()
         self._relay = logging.handlers.QueueListener(self._records, _Relay())
         self._relay.start()
@@ -185,18 +187,13 @@ class DecisionWriter:
         atexit.register(self.stop)
 
     def put(self, item: Any) -> None:
-        if self._local is not None:
-            self._local.put(item)
-        elif len(self._pending) >= _BACKLOG or self._stopping.is_set():
+        if len(self._pending) >= _BACKLOG or self._stopping.is_set():
             self._overflow += 1
         else:
             self._pending.append(item)
 
     def stop(self) -> None:
-        """Write what is queued, then end the child (or the thread)."""
-        if self._local is not None:
-            self._local.stop()
-            return
+        """Write what is queued, then end the child."""
         if not self._shipper.is_alive():
             return
         atexit.unregister(self.stop)
@@ -219,21 +216,19 @@ class DecisionWriter:
 
     @property
     def written(self) -> int:
-        return self._local.written if self._local is not None else self._before[0] + self._counts[0]
+        return self._before[0] + self._counts[0]
 
     @property
     def dropped(self) -> int:
-        if self._local is not None:
-            return self._local.dropped
         return self._overflow + self._undelivered + self._before[1] + self._counts[1]
 
     @property
     def logged(self) -> int:
-        return self._local.logged if self._local is not None else self._before[2] + self._counts[2]
+        return self._before[2] + self._counts[2]
 
     @property
     def log_errors(self) -> int:
-        return self._local.log_errors if self._local is not None else self._before[3] + self._counts[3]
+        return self._before[3] + self._counts[3]
 
     def _ship_loop(self) -> None:
         stopping = False

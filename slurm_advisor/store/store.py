@@ -108,9 +108,7 @@ class Store(OutcomesAndModels):
         """The URL, password included, by which another process reaches this database; None
         for SQLite in memory, which only this connection pool sees."""
         url = self._engine.url
-        if url.get_backend_name() == "sqlite" and (url.database or ":memory:") == ":memory:":
-            return None
-        return url.render_as_string(hide_password=False)
+        return None if _in_memory(url) else url.render_as_string(hide_password=False)
 
     def record_samples(self, samples: Iterable[SpeedSample]) -> int:
         """Insert ``samples`` in one transaction (all or none); returns how many were written."""
@@ -304,9 +302,14 @@ def _engine_for(url: str) -> Engine:
     elif parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
         connect_args["connect_timeout"] = _CONNECT_TIMEOUT_S
     engine = create_engine(parsed, connect_args=connect_args)
-    if parsed.get_backend_name() == "sqlite" and (parsed.database or ":memory:") != ":memory:":
+    if parsed.get_backend_name() == "sqlite" and not _in_memory(parsed):
         event.listen(engine, "connect", _sqlite_wal)
     return engine
+
+
+def _in_memory(url: URL) -> bool:
+    """SQLite in memory: a database only its own connection pool sees."""
+    return url.get_backend_name() == "sqlite" and (url.database or ":memory:") == ":memory:"
 
 
 def _sqlite_wal(dbapi_connection, _record) -> None:

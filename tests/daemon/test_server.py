@@ -179,10 +179,10 @@ def test_slurms_own_choices_reach_the_store_with_their_reason(served):
 def test_a_bad_row_costs_only_itself(tmp_path):
     from datetime import UTC, datetime
 
-    from slurm_advisor.daemon.writer import DecisionWriter
+    from slurm_advisor.daemon.writer import decision_writer
     from slurm_advisor.domain.decision import Decision
     store = Store.open(str(tmp_path / "w.db"))
-    writer = DecisionWriter(store)
+    writer = decision_writer(store)
     writer.start()
     make = [Decision(f"d-00000000000{i}", datetime.now(UTC), "advise", "none", "p", None, "t", None, {})
             for i in range(3)]

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.pool import StaticPool
 
-from slurm_advisor.daemon.writer import DecisionWriter
+from slurm_advisor.daemon.writer import decision_writer
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.store import Store
 
@@ -42,7 +42,7 @@ def wait_for(condition, timeout_s: float = 20.0) -> None:
 
 def test_decisions_are_written_by_another_process_and_all_of_them_by_the_stop(tmp_path):
     store = Store.open(str(tmp_path / "d.db"))
-    writer = DecisionWriter(store, tmp_path / "decisions.jsonl")
+    writer = decision_writer(store, tmp_path / "decisions.jsonl")
     writer.start()
     child = writer_process()
     assert child.pid != os.getpid()
@@ -57,7 +57,7 @@ def test_decisions_are_written_by_another_process_and_all_of_them_by_the_stop(tm
 
 def test_sigterm_to_the_group_does_not_cost_the_queued_decisions(tmp_path):
     store = Store.open(str(tmp_path / "d.db"))
-    writer = DecisionWriter(store)
+    writer = decision_writer(store)
     writer.start()
     child = writer_process()
     writer.put(decisions(0, 1)[0])
@@ -72,7 +72,7 @@ def test_sigterm_to_the_group_does_not_cost_the_queued_decisions(tmp_path):
 
 def test_a_writer_that_dies_is_replaced_and_its_unwritten_decisions_counted(tmp_path, caplog):
     store = Store.open(str(tmp_path / "d.db"))
-    writer = DecisionWriter(store)
+    writer = decision_writer(store)
     writer.start()
     for d in decisions(0, 10):
         writer.put(d)
@@ -95,11 +95,11 @@ def test_the_writer_ends_when_the_daemon_is_killed(tmp_path):
 import sys, time
 sys.path.insert(0, {str(HERE)!r})
 from test_writer import decisions
-from slurm_advisor.daemon.writer import DecisionWriter
+from slurm_advisor.daemon.writer import decision_writer
 from slurm_advisor.store import Store
 if __name__ == "__main__":
     store = Store.open({str(tmp_path / "d.db")!r})
-    writer = DecisionWriter(store)
+    writer = decision_writer(store)
     writer.start()
     for d in decisions(0, 5):
         writer.put(d)
@@ -135,7 +135,7 @@ def test_a_store_in_memory_is_written_from_a_thread():
     store = Store(engine, "sqlite://")
     store._upgrade()
     assert store.url_for_another_process() is None
-    writer = DecisionWriter(store)
+    writer = decision_writer(store)
     writer.start()
     assert not [p for p in multiprocessing.active_children() if p.name == "slurm-advisor decision writer"]
     for d in decisions(0, 3):
@@ -155,10 +155,10 @@ def test_a_writer_never_stopped_writes_its_decisions_at_exit_and_does_not_hang_i
 import sys
 sys.path.insert(0, {str(HERE)!r})
 from test_writer import decisions
-from slurm_advisor.daemon.writer import DecisionWriter
+from slurm_advisor.daemon.writer import decision_writer
 from slurm_advisor.store import Store
 if __name__ == "__main__":
-    writer = DecisionWriter(Store.open({str(tmp_path / "d.db")!r}))
+    writer = decision_writer(Store.open({str(tmp_path / "d.db")!r}))
     writer.start()
     for d in decisions(0, 7):
         writer.put(d)
