@@ -104,6 +104,7 @@ class ReadyAnswers:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ready-answers", daemon=True)
         self._fd: int | None = None
+        self._length = 0                 # the file's length as last written (0: empty, or none)
 
     # -- called by the daemon (under its advise lock where said) ------------------------------
     def remember(self, key: Any, fields: dict[str, Any]) -> None:
@@ -121,11 +122,15 @@ class ReadyAnswers:
             self._wake.set()
 
     def withdraw(self) -> None:
-        """Under the advise lock: a decision changed the claims; the file's answers may overlap it."""
-        self._version += 1
+        """Under the advise lock: a decision changed the claims; the file's answers may overlap it.
+        Cheap when there is nothing to withdraw (every placed request calls it): an empty file is
+        not written again, and with no request remembered the thread has nothing to compute."""
+        self._version += 1  # an answer computed before this decision is never published
         self._full = True
-        self._write(b"")
-        self._wake.set()
+        if self._length:
+            self._write(b"")
+        if self._keys:
+            self._wake.set()
 
     def changed(self) -> None:
         """A new snapshot (or model): new answers; the file stays until they are written."""
@@ -184,6 +189,7 @@ class ReadyAnswers:
         if self._fd is not None:
             os.pwrite(self._fd, data, 0)
             os.ftruncate(self._fd, len(data))
+            self._length = len(data)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -203,11 +209,13 @@ class ReadyAnswers:
         """Compute the remembered requests' answers and publish them, unless a decision was made
         meanwhile (then the next wake computes them again). True when a file was written."""
         with self.lock:
+            if not self._keys:
+                return False  # nothing remembered: no answer to compute (the state is not read)
             version, current = self._version, self.current()
             kept = self._still_valid()
             keys = [(k, f) for k, f in self._keys.items() if k not in kept]
             self._full, self._reissue = False, set()
-        if current is None or not self._keys:
+        if current is None:
             return False
         snapshot, mode = current
         answers = {}

@@ -178,6 +178,31 @@ def test_a_claim_made_over_the_socket_withdraws_the_file_before_the_reply(by_han
     assert read_ready(path)[1][KEY]["reply"]["action"] == "place"
 
 
+def test_with_nothing_remembered_a_claim_costs_no_write_and_wakes_no_thread(by_hand, monkeypatch):
+    """Every placed request withdraws the file: with no request remembered (a hook that sends no
+    ready_key, or before the first) that must cost the request nothing but a counter."""
+    writes = []
+    monkeypatch.setattr("slurm_advisor.daemon.ready.os.pwrite", lambda fd, data, at: writes.append(data))
+    by_hand.ready._wake.clear()
+    assert by_hand.advise(marked(workers=2))["action"] == "place"
+    assert writes == [] and not by_hand.ready._wake.is_set()
+    assert not by_hand.ready.rebuild()  # and the thread, woken by a refresh, computes nothing
+
+
+def test_a_file_withdrawn_once_is_not_written_again_until_answers_come(by_hand, monkeypatch):
+    path = ready_path(by_hand.config.socket)
+    by_hand.advise(marked(workers=2), ready_key=KEY)
+    assert by_hand.ready.rebuild() and read_ready(path)
+    writes = []
+    real = by_hand.ready._write
+    monkeypatch.setattr(by_hand.ready, "_write", lambda data: (writes.append(data), real(data)))
+    for _ in range(3):
+        assert by_hand.advise(marked(workers=2))["action"] == "place"
+    assert writes == [b""] and path.read_text() == ""  # withdrawn by the first, then left empty
+    assert by_hand.ready._wake.is_set()  # a key is remembered: its answer is computed again
+    assert by_hand.ready.rebuild() and read_ready(path)[1][KEY]["reply"]["action"] == "place"
+
+
 def test_a_mode_switch_withdraws_the_answers_of_the_old_mode(by_hand):
     path = ready_path(by_hand.config.socket)
     by_hand.advise(marked(workers=2), ready_key=KEY)
