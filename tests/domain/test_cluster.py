@@ -112,3 +112,17 @@ def test_at_changes_only_the_time() -> None:
     later = snap.at(42.0)
     assert later.time == 42.0
     assert dict(later.free) == dict(snap.free) and later.running == snap.running
+
+
+def test_snapshots_that_share_running_jobs_share_what_is_derived_from_them() -> None:
+    """The daemon derives a snapshot per request (claims subtracted): the running tuple and the
+    jobs per node are built once for all of them, so the load index sees the same tuple and
+    syncs nothing. A snapshot with other running jobs builds its own."""
+    a, b = job("a", 0, 1), job("b", 1, 1)
+    snap = ClusterSnapshot.empty(NODES).with_job(a, Placement.of(a, ["n1"]))
+    derived = snap.with_free(snap.free_array()).at(5.0)
+    assert derived.running is snap.running and derived.jobs_on("n1") is snap.jobs_on("n1")
+    later = derived.with_job(b, Placement.of(b, ["n2", "n2"]))
+    assert [rj.job.id for rj in later.running] == ["a", "b"] and [rj.job.id for rj in snap.running] == ["a"]
+    assert later.jobs_on("n2")[0].job.id == "b" and snap.jobs_on("n2") == ()
+    assert [rj.job.id for rj in later.without_job("a").running] == ["b"]
