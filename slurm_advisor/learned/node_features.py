@@ -45,9 +45,7 @@ class _Layout:
         self.cluster_cap = np.where(cluster_cap > 0, cluster_cap, 1.0)
         self.switch_id = layout.switch_id
         self.n_switch_ids = len(layout.switch_names)
-        by_switch = np.argsort(self.switch_id, kind="stable")
-        bounds = np.searchsorted(self.switch_id[by_switch], np.arange(self.n_switch_ids + 1))
-        self.switch_members = [by_switch[bounds[s]:bounds[s + 1]] for s in range(self.n_switch_ids)]
+        self.switch_members = layout.switch_members
         self.cap_list = self.cap_safe.tolist()
         self.uniform_gpus = bool(n) and self.cap_safe[0, 1] < 1 << 16 and bool((self.cap_safe[:, 1] == self.cap_safe[0, 1]).all())
         # Nodes with a non-zero static column (capacity, position): their rows are never all zeros.

@@ -333,7 +333,7 @@ def _eval_nodes_topo(layout, avail: np.ndarray, weight: np.ndarray, job: Job, mi
             return None
         required = np.isin(leaves, leaf_of[lighter])
         for leaf in leaves[required]:
-            for i in np.flatnonzero(best & (leaf_of == leaf)):
+            for i in _best_on(layout, best, leaf):
                 taken.append((int(i), req.take(int(avail[i]))))
                 if req.done():
                     return taken
@@ -348,7 +348,7 @@ def _eval_nodes_topo(layout, avail: np.ndarray, weight: np.ndarray, job: Job, mi
         k = _best_leaf(left, req.rem_nodes)
         if k is None:
             break
-        for i in np.flatnonzero(best & (leaf_of == leaves[k])):
+        for i in _best_on(layout, best, leaves[k]):
             if req.max_nodes <= 0:
                 break
             taken.append((int(i), req.take(int(avail[i]))))
@@ -358,18 +358,31 @@ def _eval_nodes_topo(layout, avail: np.ndarray, weight: np.ndarray, job: Job, mi
     return taken if req.min_rem_nodes <= 0 and req.rem <= 0 else None
 
 
+def _best_on(layout, best: np.ndarray, leaf) -> np.ndarray:
+    """The ``best`` nodes under one leaf switch, in index order (reads that leaf's nodes only)."""
+    members = layout.switch_members[int(leaf)]
+    return members[best[members]]
+
+
 def _lightest_sufficient(avail, weight, usable, tasks: int, min_nodes: int):
     """``_eval_nodes_topo``'s best_nodes_bitmap: node weights are added lightest first until
-    they hold the job; the nodes of that last weight, and those of the lighter ones."""
-    weights = np.unique(weight[usable])
-    if len(weights) <= 1:
+    they hold the job; the nodes of that last weight, and those of the lighter ones.
+
+    The weights are small integers (minus a node's free GPUs, capped by the job's), so they are
+    counted by offset from the lightest (a bincount, no sort); a weight no usable node has adds
+    nothing to the running sums, so the first offset where they hold the job is a node's."""
+    present = weight[usable]
+    if not len(present):
         return usable, np.zeros_like(usable)
-    group = np.searchsorted(weights, weight[usable])
-    holds = (np.bincount(group, weights=avail[usable]).cumsum() >= tasks) & \
-        (np.bincount(group).cumsum() >= min_nodes)
+    lightest = int(present.min())
+    offset = present - lightest
+    counts = np.bincount(offset)
+    if np.count_nonzero(counts) <= 1:
+        return usable, np.zeros_like(usable)
+    holds = (np.bincount(offset, weights=avail[usable]).cumsum() >= tasks) & (counts.cumsum() >= min_nodes)
     if not holds.any():
         return None, None
-    w = weights[int(np.argmax(holds))]
+    w = lightest + int(np.argmax(holds))
     return usable & (weight == w), usable & (weight < w)
 
 
@@ -420,12 +433,21 @@ def _vector(r: Resources) -> np.ndarray:
 
 def _split(free_row, job: Job, ps_left: int, w_left: int, count: int) -> tuple[int, int]:
     """How many of the next ``count`` tasks (PS first) one node's free capacity holds."""
-    c, g, m = (int(x) for x in free_row)
-    room = Resources(c, g, m)
-    ps = 0
-    while ps < min(ps_left, count) and job.ps_demand.fits_in(room):
-        room, ps = room - job.ps_demand, ps + 1
-    w = 0
-    while w < min(w_left, count - ps) and job.worker_demand.fits_in(room):
-        room, w = room - job.worker_demand, w + 1
-    return ps, w
+    room = [int(x) for x in free_row]
+    ps = _tasks_in(room, job.ps_demand, min(ps_left, count))
+    d = job.ps_demand
+    room = [room[0] - ps * d.cpus, room[1] - ps * d.gpus, room[2] - ps * d.mem_mb]
+    return ps, _tasks_in(room, job.worker_demand, min(w_left, count - ps))
+
+
+def _tasks_in(room: list[int], demand: Resources, most: int) -> int:
+    """Tasks of ``demand`` that fit in ``room`` one after another, at most ``most`` (a task
+    fits while each resource's need is at most what is left: for a need of 0, while it is not
+    negative)."""
+    fit = most
+    for have, need in zip(room, (demand.cpus, demand.gpus, demand.mem_mb)):
+        if need > 0:
+            fit = min(fit, have // need)
+        elif have < 0:
+            return 0
+    return max(fit, 0)

@@ -210,3 +210,58 @@ def test_cost_is_a_few_vector_passes_at_10000_nodes() -> None:
             assert p.place(snap, workers(n)) is not None
             assert p.place(snap, gpu_workers(n)) is not None
         assert (time.process_time() - t0) / 8 < 0.02, policy
+
+
+# -- the closed forms against the step-by-step rules they replace -------------------------------
+def test_a_nodes_split_of_tasks_is_the_task_by_task_count() -> None:
+    """``_split`` counts in one step what handing out tasks one at a time gives: PS first, each
+    while it fits (a need of 0 fits while the room is not negative)."""
+    from slurm_advisor.policies.cons_tres import _split
+
+    def one_at_a_time(room, job, ps_left, w_left, count):
+        room = Resources(*room)
+        ps = 0
+        while ps < min(ps_left, count) and job.ps_demand.fits_in(room):
+            room, ps = room - job.ps_demand, ps + 1
+        w = 0
+        while w < min(w_left, count - ps) and job.worker_demand.fits_in(room):
+            room, w = room - job.worker_demand, w + 1
+        return ps, w
+
+    rng = np.random.default_rng(3)
+    for _ in range(3000):
+        ps_d, w_d = (Resources(*(int(x) for x in rng.integers(0, 5, 3))) for _ in range(2))
+        job = Job("j", "resnet50", int(rng.integers(0, 4)), int(rng.integers(1, 9)), ps_d, w_d, 1.0)
+        room = tuple(int(x) for x in rng.integers(-2, 20, 3))
+        ps_left, w_left = int(rng.integers(0, job.num_ps + 1)), int(rng.integers(0, job.num_workers + 1))
+        count = int(rng.integers(0, ps_left + w_left + 2))
+        assert _split(np.array(room), job, ps_left, w_left, count) == one_at_a_time(room, job, ps_left, w_left, count)
+
+
+def test_the_lightest_sufficient_weight_is_found_without_sorting() -> None:
+    """``_lightest_sufficient`` counts weights by offset; the same sets as Slurm's rule read
+    over the sorted distinct weights."""
+    from slurm_advisor.policies.cons_tres import _lightest_sufficient
+
+    def by_sorting(avail, weight, usable, tasks, min_nodes):
+        weights = np.unique(weight[usable])
+        if len(weights) <= 1:
+            return usable, np.zeros_like(usable)
+        for w in weights:
+            upto = usable & (weight <= w)
+            if avail[upto].sum() >= tasks and upto.sum() >= min_nodes:
+                return usable & (weight == w), usable & (weight < w)
+        return None, None
+
+    rng = np.random.default_rng(4)
+    for _ in range(2000):
+        n = int(rng.integers(1, 40))
+        avail = rng.integers(0, 5, n)
+        weight = -np.minimum(rng.integers(0, 9, n), int(rng.integers(1, 9)))
+        usable = avail > 0
+        tasks, min_nodes = int(rng.integers(1, 30)), int(rng.integers(1, 6))
+        got, want = (f(avail, weight, usable, tasks, min_nodes) for f in (_lightest_sufficient, by_sorting))
+        if want[0] is None:
+            assert got == (None, None)
+        else:
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
