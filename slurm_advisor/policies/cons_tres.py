@@ -62,6 +62,7 @@ import numpy as np
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources
 
 _MANY = np.iinfo(np.int64).max // 4
+_CONTIGUOUS_FROM = 256  # nodes
 
 
 def usable_slots(free: np.ndarray, demand: Resources) -> np.ndarray:
@@ -69,7 +70,12 @@ def usable_slots(free: np.ndarray, demand: Resources) -> np.ndarray:
     out = None
     for r, need in enumerate((demand.cpus, demand.gpus, demand.mem_mb)):
         if need > 0:
-            slots = free[:, r] // need
+            column = free[:, r]
+            if len(column) > _CONTIGUOUS_FROM:
+                # numpy divides a contiguous int64 array by a scalar 3-4x faster than a strided
+                # column: the copy pays for itself from about a thousand nodes
+                column = np.ascontiguousarray(column)
+            slots = column // need
             out = slots if out is None else np.minimum(out, slots, out=out)
     if out is None:  # a task that asks for nothing fits anywhere, as often as it likes
         return np.full(len(free), _MANY, dtype=np.int64)
