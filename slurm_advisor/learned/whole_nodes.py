@@ -23,7 +23,7 @@ class WholeNodes:
             remaining.append(remaining[-1] - d)
         self.remaining = np.array(remaining)              # [tasks + 1, 3], non-increasing
         self._desc = [(-self.remaining[:, r]).tolist() for r in range(3)]  # ascending, for bisect
-        self.when = np.max([np.searchsorted(-self.remaining[:, r], -free[:, r], "left") for r in range(3)], axis=0)
+        self.when = np.max([_count_above(free[:, r], self.remaining[:, r]) for r in range(3)], axis=0)
         self._by_when = np.argsort(self.when.astype(np.uint16), kind="stable")  # a radix sort
         self._bounds = np.searchsorted(self.when[self._by_when], np.arange(len(remaining) + 1))
         self._moved = np.zeros(len(free), dtype=bool)     # taken nodes: searched again, listed in _extra
@@ -50,3 +50,34 @@ class WholeNodes:
         self.whole[out] = True
         self.whole[i] = when == placed
         return out
+
+
+def _count_above(free: np.ndarray, remaining: np.ndarray) -> np.ndarray:
+    """Per node, how many of the job's remaining demands (non-increasing) exceed its free
+    capacity: ``searchsorted(-remaining, -free, "left")``, the task count at which it turns whole.
+
+    By arithmetic when every value is a whole number (as demands and free capacity are): the
+    remaining demands fall in runs of equal steps (the PS tasks', then the workers'), and within a
+    run the count is a ceiling division. numpy's searchsorted cost ~35 ns a node (0.35 ms a
+    resource at 10,000 nodes), this a few vector passes."""
+    column = np.ascontiguousarray(free)
+    whole = column.astype(np.int64)
+    rem = remaining.astype(np.int64)
+    if not (np.array_equal(rem, remaining) and np.array_equal(whole, column)):
+        return np.searchsorted(-remaining, -free, "left")
+    out = np.zeros(len(whole), dtype=np.int64)
+    levels, a = rem.tolist(), 0
+    while a < len(levels):
+        step = levels[a] - levels[a + 1] if a + 1 < len(levels) else 0
+        b = a + 1
+        while b < len(levels) and levels[b - 1] - levels[b] == step:
+            b += 1
+        # levels[a:b] = levels[a] - j * step: how many j in [0, b - a) with that above free
+        above = levels[a] - whole
+        if step:
+            out += np.clip(-(-above // step), 0, b - a)
+        else:
+            out += np.where(above > 0, b - a, 0)
+        a = b
+    return out
+

@@ -28,3 +28,19 @@ def test_whole_nodes_equal_the_direct_test(seed) -> None:
         np.testing.assert_array_equal(nodes.whole, expected)
         assert set(np.flatnonzero(before != expected)) <= set(turned.tolist()) <= set(
             np.flatnonzero(before != expected)) | {i}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_task_count_at_which_a_node_turns_whole_is_searchsorteds(seed) -> None:
+    """The arithmetic count (runs of equal steps, ceiling divisions) against numpy's search,
+    on whole numbers of any size and on values that are not whole (the search itself)."""
+    from slurm_advisor.learned.whole_nodes import _count_above
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 300))
+    for scale in (1.0, 1.5):
+        free = rng.integers(-5, 400_000, n).astype(np.float64) * scale
+        steps = [int(rng.integers(0, 60_000))] * int(rng.integers(0, 5)) + [int(rng.integers(0, 60_000))] * int(
+            rng.integers(1, 30)) + [int(rng.integers(0, 9))] * int(rng.integers(0, 3))
+        remaining = np.cumsum([0] + steps[::-1])[::-1].astype(np.float64) * scale + float(rng.integers(0, 9))
+        np.testing.assert_array_equal(_count_above(free, remaining), np.searchsorted(-remaining, -free, "left"))
