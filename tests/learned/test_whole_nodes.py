@@ -37,7 +37,7 @@ def test_the_task_count_at_which_a_node_turns_whole_is_searchsorteds(seed) -> No
     from slurm_advisor.learned.whole_nodes import _count_above
 
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(1, 300))
+    n = int(rng.integers(2049, 3000))  # above _SEARCH_UP_TO: the arithmetic
     for scale in (1.0, 1.5):
         free = rng.integers(-5, 400_000, n).astype(np.float64) * scale
         steps = [int(rng.integers(0, 60_000))] * int(rng.integers(0, 5)) + [int(rng.integers(0, 60_000))] * int(
