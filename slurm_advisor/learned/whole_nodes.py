@@ -5,9 +5,8 @@ A node is whole while its free capacity covers what the job still needs. The tas
 are known before the first is placed, so the job's remaining demand after each task is a known
 non-increasing sequence, and a node whose free capacity does not change turns whole at a task
 count found by binary search (by its closed form on large clusters, ``_count_above``) and stays
-whole. Only the nodes the job's tasks take change their
-free capacity: each is searched again when it is taken. Every answer equals the direct test
-``(free >= remaining).all(axis=1)``.
+whole. Only the nodes the job's tasks take change their free capacity: each is searched again
+when it is taken. Every answer equals the direct test ``(free >= remaining).all(axis=1)``.
 """
 from __future__ import annotations
 
