@@ -85,4 +85,3 @@ def _count_above(free: np.ndarray, remaining: np.ndarray) -> np.ndarray:
             out += np.where(above > 0, b - a, 0)
         a = b
     return out
-
