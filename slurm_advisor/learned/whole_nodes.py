@@ -60,9 +60,9 @@ def _count_above(free: np.ndarray, remaining: np.ndarray) -> np.ndarray:
 
     By arithmetic when every value is a whole number (as demands and free capacity are): the
     remaining demands fall in runs of equal steps (the PS tasks', then the workers'), and within a
-    run the count is a ceiling division: a few vector passes, against numpy's searchsorted at
-    ~35 ns a node from a few thousand nodes (0.1-0.3 ms a resource at 10,000 nodes). Below
-    ``_SEARCH_UP_TO`` nodes the search is the faster (the passes' fixed cost, ~20-40 us)."""
+    run the count is a ceiling division: a few vector passes, which beat numpy's searchsorted
+    of every node from a few thousand nodes. Up to ``_SEARCH_UP_TO`` nodes the search is the
+    faster (the passes have a fixed cost)."""
     if len(free) <= _SEARCH_UP_TO:
         return np.searchsorted(-remaining, -free, "left")
     column = np.ascontiguousarray(free)

@@ -72,8 +72,8 @@ def usable_slots(free: np.ndarray, demand: Resources) -> np.ndarray:
         if need > 0:
             column = free[:, r]
             if len(column) > _CONTIGUOUS_FROM:
-                # numpy divides a contiguous int64 array by a scalar 3-4x faster than a strided
-                # column: the copy pays for itself from about a thousand nodes
+                # numpy divides a contiguous int64 array by a scalar several times faster than a
+                # strided column: on a large cluster the copy pays for itself
                 column = np.ascontiguousarray(column)
             slots = column // need
             out = slots if out is None else np.minimum(out, slots, out=out)

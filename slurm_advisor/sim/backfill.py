@@ -204,7 +204,7 @@ class BackfillPass:
         self.resolution, self.epoch = resolution_s, epoch_s
         self.free = free.copy()
         # free on all nodes now: no job needing more can start (column by column: numpy's sum
-        # down the three columns at once cost ~10x, 0.2 ms a pass at 10,000 nodes)
+        # down the three columns at once is far slower on a large cluster)
         self.total = Resources(*(int(self.free[:, r].sum()) for r in range(3)))
         self.ends = ends
         self._release_list: list[tuple[float, np.ndarray, np.ndarray]] | None = None
