@@ -4,7 +4,8 @@ Sites run 1,000-10,000 nodes, and every decision and every simulated event makes
 snapshot, so a snapshot must not cost O(nodes) Python work. Free capacity is kept as three
 integer arrays in node order (copying them is a memcpy); what is shared by every snapshot of
 one cluster (node order, name -> index, capacities, switches) lives once in a ``NodeLayout``;
-running jobs sit in an insertion-ordered dict (copied in C, looked up by id in O(1)).
+running jobs sit in a ``RunningJobs`` map (start order, looked up by id in O(1); adding or
+removing one job copies a few hundred entries, not every running job).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import numpy as np
 from slurm_advisor.domain.job import Job
 from slurm_advisor.domain.placement import Placement
 from slurm_advisor.domain.resources import Resources
+from slurm_advisor.domain.running_jobs import EMPTY, RunningJobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,9 +144,9 @@ class ClusterSnapshot:
         arr = np.zeros((len(nodes), 3), dtype=np.int64)
         for name, r in free.items():
             arr[layout.index[name]] = (r.cpus, r.gpus, r.mem_mb)
-        self._init(layout, arr, {rj.job.id: rj for rj in running}, time)
+        self._init(layout, arr, RunningJobs.of(running), time)
 
-    def _init(self, layout: NodeLayout, free: np.ndarray, running: dict[str, RunningJob], time: float,
+    def _init(self, layout: NodeLayout, free: np.ndarray, running: RunningJobs, time: float,
               derived: _Derived | None = None) -> None:
         free.flags.writeable = False
         self.layout, self._free, self._running, self.time = layout, free, running, time
@@ -154,7 +156,7 @@ class ClusterSnapshot:
         self._derived = derived if derived is not None else _Derived()
 
     @classmethod
-    def _make(cls, layout: NodeLayout, free: np.ndarray, running: dict[str, RunningJob],
+    def _make(cls, layout: NodeLayout, free: np.ndarray, running: RunningJobs,
               time: float, derived: _Derived | None = None) -> ClusterSnapshot:
         snap = cls.__new__(cls)
         snap._init(layout, free, running, time, derived)
@@ -163,7 +165,7 @@ class ClusterSnapshot:
     @classmethod
     def empty(cls, nodes: tuple[Node, ...] | list[Node], time: float = 0.0) -> ClusterSnapshot:
         layout = NodeLayout.of(tuple(nodes)) if isinstance(nodes, tuple) else NodeLayout(tuple(nodes))
-        return cls._make(layout, layout.capacity.copy(), {}, time)
+        return cls._make(layout, layout.capacity.copy(), EMPTY, time)
 
     # -- reading ---------------------------------------------------------------------------
     @property
@@ -233,8 +235,7 @@ class ClusterSnapshot:
             raise ValueError(f"job {job.id} does not fit on {placement.node_list()}")
         free = self._apply(job, placement, -1)
         started = time if time is not None else self.time
-        running = dict(self._running)
-        running[job.id] = RunningJob(job, placement, started)
+        running = self._running.adding(RunningJob(job, placement, started))
         return ClusterSnapshot._make(self.layout, free, running, started)
 
     def without_job(self, job_id: str, time: float | None = None) -> ClusterSnapshot:
@@ -242,8 +243,7 @@ class ClusterSnapshot:
         if gone is None:
             raise KeyError(f"job {job_id} is not running")
         free = self._apply(gone.job, gone.placement, +1)
-        running = dict(self._running)
-        del running[job_id]
+        running = self._running.removing(job_id)
         return ClusterSnapshot._make(self.layout, free, running, self.time if time is None else time)
 
     def with_free(self, free: np.ndarray) -> ClusterSnapshot:
