@@ -13,14 +13,15 @@ under a running id keeps its place (as ``dict[key] = value`` does).
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from slurm_advisor.domain.cluster import RunningJob
 
-CHUNK = 256   # jobs per chunk at most (a new job opens a new chunk when the last one is full)
-BUCKETS = 64  # hash buckets of job id -> chunk number
+CHUNK = 64     # jobs per chunk at most (a new job opens a new chunk when the last one is full)
+BUCKETS = 128  # hash buckets of job id -> chunk number
 
 
 class RunningJobs(Mapping):
@@ -66,6 +67,25 @@ class RunningJobs(Mapping):
 
     def values(self) -> Iterator[RunningJob]:  # type: ignore[override]  # one pass, in start order
         return itertools.chain.from_iterable(chunk.values() for chunk in self._chunks.values())
+
+    def changes_since(self, before: RunningJobs, most_chunks: int = 16
+                      ) -> tuple[list[RunningJob], list[RunningJob]] | None:
+        """(jobs of ``before`` not here, jobs here not in ``before``), by identity, read from the
+        chunks the two maps do not share: O(chunks + their jobs). None when more than
+        ``most_chunks`` differ (maps built apart share none): the caller compares whole sets."""
+        mine, theirs = self._chunks, before._chunks
+        # the chunk numbers whose chunks are not the same objects (scanned in C)
+        differ = list(itertools.compress(mine, map(operator.is_not, mine.values(), map(theirs.get, mine))))
+        differ += itertools.filterfalse(mine.__contains__, theirs)
+        if len(differ) > most_chunks:
+            return None
+        gone: list[RunningJob] = []
+        new: list[RunningJob] = []
+        for n in differ:
+            now, then = mine.get(n, _NO_JOBS), theirs.get(n, _NO_JOBS)
+            gone += [rj for job_id, rj in then.items() if now.get(job_id) is not rj]
+            new += [rj for job_id, rj in now.items() if then.get(job_id) is not rj]
+        return gone, new
 
     # -- changing (each returns a new map) -------------------------------------------------
     def adding(self, rj: RunningJob) -> RunningJobs:
@@ -120,4 +140,5 @@ class RunningJobs(Mapping):
         return f"RunningJobs({len(self)} jobs)"
 
 
+_NO_JOBS: dict = {}
 EMPTY = RunningJobs({}, tuple({} for _ in range(BUCKETS)), 0, 0)

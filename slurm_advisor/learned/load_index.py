@@ -5,8 +5,9 @@ running jobs put there (their demands, their types' published usage, how many jo
 of them span nodes). Summing that from every running job for every decision costs
 O(running jobs) Python: tens of milliseconds on a 10,000-node cluster. A ``LoadIndex`` is kept
 once per ``NodeLayout`` (shared by every snapshot of a cluster) and brought to a snapshot by
-the difference between the jobs it holds and the snapshot's running jobs (by identity, a set
-difference in C): only the jobs that started or ended since are added or removed in Python.
+the difference between the jobs it holds and the snapshot's running jobs (by identity: from the
+chunks of ``RunningJobs`` the two snapshots do not share, else a set difference in C): only the
+jobs that started or ended since are added or removed in Python.
 
 The sums are integers (demands as they are, usage quantized to 2**-24), so the state does not
 depend on the order in which jobs came and went: the same snapshot always gives the same
@@ -15,8 +16,6 @@ features, whatever was synced before. Results equal the float sums of ``NodeLoad
 from __future__ import annotations
 
 import functools
-import itertools
-import operator
 import threading
 import weakref
 from collections.abc import Iterable, Iterator
@@ -28,6 +27,7 @@ import numpy as np
 from slurm_advisor.domain import ClusterSnapshot, Role, RunningJob
 from slurm_advisor.domain.cluster import NodeLayout
 from slurm_advisor.domain.jobtypes import profile_for
+from slurm_advisor.domain.running_jobs import RunningJobs
 
 Q = float(1 << 24)  # usage quantum
 # columns of the per-node sums
@@ -63,7 +63,7 @@ class LoadIndex:
         self._type_col: dict[str, int] = {}
         self._jobs: dict[int, tuple[RunningJob, _Entry]] = {}  # id(rj) -> (rj, entry); keeps rj alive
         self._others: np.ndarray | None = None
-        self._last: tuple[RunningJob, ...] | None = None  # the running tuple last synced
+        self._last: RunningJobs | None = None  # the running jobs last synced
         self.lock = threading.RLock()
 
     @classmethod
@@ -72,19 +72,20 @@ class LoadIndex:
         """The cluster's index, synced to ``snapshot`` and locked while the block reads it."""
         # An idle snapshot (a job alone on the empty cluster) gets an index of its own: syncing
         # the shared one to it would drop and later re-add every running job.
-        indexes = _INDEXES if snapshot.running else _IDLE
+        indexes = _INDEXES if snapshot.running_jobs else _IDLE
         index = indexes.get(snapshot.layout)
         if index is None:
             index = indexes.setdefault(snapshot.layout, cls(snapshot.layout))
         with index.lock:
-            index.sync(snapshot.running)
+            index.sync(snapshot.running_jobs)
             yield index
 
-    def sync(self, running: tuple[RunningJob, ...]) -> None:
+    def sync(self, running: RunningJobs) -> None:
         with self.lock:
-            if running is self._last:  # the same snapshot's tuple (kept alive by _last)
+            if running is self._last:  # the same snapshot's jobs (kept alive by _last)
                 return
-            gone, new = self._difference(running)
+            changes = running.changes_since(self._last) if self._last is not None else None
+            gone, new = changes if changes is not None else self._difference(running)
             self._last = running
             held = self._jobs
             for rj in gone:
@@ -94,22 +95,14 @@ class LoadIndex:
                 held[id(rj)] = (rj, entry)
                 self._apply(entry, +1)
 
-    def _difference(self, running: tuple[RunningJob, ...]) -> tuple[list[RunningJob], list[RunningJob]]:
-        """(jobs held but not running, running jobs not held). Snapshots keep running jobs in
-        the order they started, so the next snapshot is usually the last one with a few jobs
-        gone from within it and a few new at its end: found by C-level identity scans; anything
-        else by set difference (both O(running) in C, no Python loop over running jobs)."""
-        prev, held = self._last, self._jobs
-        if prev is not None:
-            p = _common(running, prev, 0, 0)
-            for skip in range(4):  # up to 3 consecutive jobs gone after the common start
-                q = _common(running, prev, p, p + skip)
-                if p + skip + q == len(prev):
-                    return list(prev[p:p + skip]), list(running[p + q:])
-        ids = set(map(id, running))
+    def _difference(self, running: RunningJobs) -> tuple[list[RunningJob], list[RunningJob]]:
+        """(jobs held but not running, running jobs not held) by set difference, for maps that
+        share few chunks with the last one synced (O(running) in C, no Python loop over them)."""
+        held = self._jobs
+        ids = set(map(id, running.values()))
         gone = [held[key][0] for key in held.keys() - ids]
         new_ids = ids - held.keys()
-        return gone, [rj for rj in running if id(rj) in new_ids] if new_ids else []
+        return gone, [rj for rj in running.values() if id(rj) in new_ids] if new_ids else []
 
     def _entry(self, rj: RunningJob) -> _Entry:
         job, index = rj.job, self.layout.index
@@ -166,12 +159,6 @@ class LoadIndex:
     def entry(self, rj: RunningJob) -> _Entry:
         """The contribution of a running job of the synced snapshot."""
         return self._jobs[id(rj)][1]
-
-
-def _common(a: tuple, b: tuple, i: int, j: int) -> int:
-    """How many items a[i:] and b[j:] have in common (the same objects) from their start."""
-    differs = map(operator.is_not, itertools.islice(a, i, None), itertools.islice(b, j, None))
-    return next(itertools.compress(itertools.count(), differs), max(0, min(len(a) - i, len(b) - j)))
 
 
 def others_rows(sums: np.ndarray, capacity: np.ndarray) -> np.ndarray:

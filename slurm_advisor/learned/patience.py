@@ -54,7 +54,7 @@ class PatientPolicy:
 
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | Hold | None:
         placement = self.inner.place(snapshot, job, rng)
-        if self.patience <= 0 or not snapshot.running or isinstance(placement, Hold):
+        if self.patience <= 0 or not snapshot.running_jobs or isinstance(placement, Hold):
             return placement
         if placement is None:
             # The inner rule found nothing, so the advisor's fallback will start the job where

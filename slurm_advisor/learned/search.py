@@ -113,7 +113,7 @@ class SearchPolicy:
     def _hold(self, snapshot, job, base: Placement, base_cost: np.ndarray, own: np.ndarray):
         """(worst gain, Hold) for waiting for the job's consolidated placement, or None when the
         base is already as consolidated as a node cap can make it (or nothing frees the room)."""
-        if self.patience is None or not snapshot.running:
+        if self.patience is None or not snapshot.running_jobs:
             return None
         alone, fewest = self.patience.alone(snapshot, job)
         if not math.isfinite(alone) or len(base.nodes()) <= fewest:

@@ -243,7 +243,7 @@ class LifPolicy:
 
     def _node_costs(self, snapshot: ClusterSnapshot, job: Job) -> np.ndarray:
         """Per node (in order): interference of one task of ``job`` with the tasks there."""
-        if self._neutral or not snapshot.running:
+        if self._neutral or not snapshot.running_jobs:
             return np.zeros(len(snapshot.nodes))
         with LoadIndex.synced(snapshot) as index:
             types = list(index.types)

@@ -78,3 +78,35 @@ def test_of_keeps_a_dicts_rule_for_repeated_ids() -> None:
     m = RunningJobs.of([first, other, again])
     assert list(m.values()) == [again, other]
     assert running_jobs.BUCKETS > 1 and len(m) == 2
+
+
+def test_changes_since_any_earlier_or_later_map() -> None:
+    """What changed between two maps, read from the chunks they do not share, is the set
+    difference; maps that share too few chunks say so (None)."""
+    rng = np.random.default_rng(5)
+    m, ids, versions = EMPTY, [], []
+    for step in range(3_000):
+        if rng.random() < 0.6 or not ids:
+            ids.append(f"j{step}")
+            m = m.adding(running(ids[-1], float(step)))
+        else:
+            m = m.removing(ids.pop(int(rng.integers(len(ids)))))
+        if step % 61 == 0:
+            versions.append(m)
+    answered = 0
+    for a in versions[::3]:
+        for b in versions[::4]:
+            changes = b.changes_since(a)
+            if changes is None:
+                continue
+            answered += 1
+            gone, new = changes
+            before, after = {id(rj): rj for rj in a.values()}, {id(rj): rj for rj in b.values()}
+            assert sorted(map(id, gone)) == sorted(before.keys() - after.keys())
+            assert sorted(map(id, new)) == sorted(after.keys() - before.keys())
+    assert answered > 10
+    big = RunningJobs.of(running(f"b{i}") for i in range(20 * CHUNK))
+    assert big.changes_since(EMPTY) is None
+    assert RunningJobs.of(big.values()).changes_since(big) is None  # the same jobs, chunks of its own
+    assert m.changes_since(m) == ([], [])
+    assert m.adding(running("again")).changes_since(m)[1][0].job.id == "again"
