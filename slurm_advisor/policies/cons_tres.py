@@ -66,7 +66,40 @@ _CONTIGUOUS_FROM = 256  # nodes
 
 
 def usable_slots(free: np.ndarray, demand: Resources) -> np.ndarray:
-    """Tasks of ``demand`` each node could hold (uncapped by the job's size), shape (nodes,)."""
+    """Tasks of ``demand`` each node could hold (uncapped by the job's size), shape (nodes,);
+    read-only when ``free`` is (it may be the answer to an earlier call, see ``_Memo``)."""
+    return _SLOTS.get(free, demand, _usable_slots)
+
+
+def fits_once(free: np.ndarray, demand: Resources) -> np.ndarray:
+    """Per node: room for one task of ``demand`` (``usable_slots(...) >= 1``, by compares);
+    read-only when ``free`` is."""
+    return _FITS.get(free, demand, _fits_once)
+
+
+class _Memo:
+    """The last answer for a read-only ``free`` array (a snapshot's): the simulator asks whether a
+    job could fit before it asks for its placement, and the learned policy asks Slurm's own
+    choice as a hint, each on the same array. Writable arrays (backfill's rooms) are never kept."""
+
+    def __init__(self) -> None:
+        self._last: tuple = (None, None, None)
+
+    def get(self, free: np.ndarray, demand: Resources, compute) -> np.ndarray:
+        last_free, last_demand, answer = self._last  # one tuple: threads see a whole entry
+        if free is last_free and demand == last_demand:
+            return answer
+        answer = compute(free, demand)
+        if not free.flags.writeable:
+            answer.flags.writeable = False
+            self._last = (free, demand, answer)
+        return answer
+
+
+_SLOTS, _FITS = _Memo(), _Memo()
+
+
+def _usable_slots(free: np.ndarray, demand: Resources) -> np.ndarray:
     out = None
     for r, need in enumerate((demand.cpus, demand.gpus, demand.mem_mb)):
         if need > 0:
@@ -82,8 +115,7 @@ def usable_slots(free: np.ndarray, demand: Resources) -> np.ndarray:
     return np.maximum(out, 0, out=out)
 
 
-def fits_once(free: np.ndarray, demand: Resources) -> np.ndarray:
-    """Per node: room for one task of ``demand`` (``usable_slots(...) >= 1``, by compares)."""
+def _fits_once(free: np.ndarray, demand: Resources) -> np.ndarray:
     ok = None
     for r, need in enumerate((demand.cpus, demand.gpus, demand.mem_mb)):
         if need > 0:

@@ -265,3 +265,21 @@ def test_the_lightest_sufficient_weight_is_found_without_sorting() -> None:
             assert got == (None, None)
         else:
             assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_slots_are_remembered_for_a_read_only_array_only() -> None:
+    """A snapshot's free array is read-only: the answer for it is kept (and read-only too); a
+    writable array (backfill's rooms) may change under the same identity and is asked afresh."""
+    from slurm_advisor.policies.cons_tres import fits_once, usable_slots
+
+    demand = Resources(4, 1, 8_000)
+    frozen = np.array([[8, 2, 16_000], [4, 0, 8_000]], dtype=np.int64)
+    frozen.flags.writeable = False
+    assert fits_once(frozen, demand) is fits_once(frozen, demand)
+    assert usable_slots(frozen, demand).tolist() == [2, 0]
+    assert not usable_slots(frozen, demand).flags.writeable
+    room = frozen.copy()
+    assert usable_slots(room, demand).tolist() == [2, 0] and fits_once(room, demand).tolist() == [True, False]
+    room[1, 1] = 3
+    assert usable_slots(room, demand).tolist() == [2, 1] and fits_once(room, demand).tolist() == [True, True]
+    assert usable_slots(frozen, Resources(8, 0, 0)).tolist() == [1, 0]  # another demand, same array
