@@ -1,8 +1,8 @@
 """The running jobs of a snapshot: an immutable map job id -> RunningJob, in start order.
 
 Every simulated event and every daemon claim makes a new snapshot with one job more or one
-less. Copying a dict of every running job for that is O(running jobs): at 10,000 nodes tens of
-thousands of jobs, and the largest cost of a simulated event. Here the jobs sit in chunks of
+less. Copying a dict of every running job for that is O(running jobs): at 10,000 nodes about ten
+thousand jobs or more, and the largest cost of a simulated event. Here the jobs sit in chunks of
 at most ``CHUNK`` in start order, and the chunk of each job id is found through ``BUCKETS``
 hash buckets; adding or removing a job copies one chunk, one bucket and the two small tuples
 or dicts over them, and the snapshot before it keeps its own (shared where unchanged).
