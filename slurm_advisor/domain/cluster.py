@@ -192,13 +192,9 @@ class ClusterSnapshot:
 
     @property
     def running_jobs(self) -> RunningJobs:
-        """job id -> RunningJob in start order (no tuple built: ``len`` and lookups are O(1))."""
-        return self._running
-
-    @property
-    def running_identity(self) -> object:
-        """The same object for snapshots that share their running jobs (``at``, ``with_free``):
-        a cache key for what depends on the running jobs alone."""
+        """job id -> RunningJob in start order (no tuple built: ``len`` and lookups are O(1)).
+        The same object for snapshots that share their running jobs (``at``, ``with_free``): a
+        cache key for what depends on the running jobs alone."""
         return self._running
 
     def running_job(self, job_id: str) -> RunningJob | None:

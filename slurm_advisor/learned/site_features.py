@@ -182,7 +182,7 @@ def rack_loads(snapshot: ClusterSnapshot, add: Iterable[RunningJob] = (), remove
     """Every switch's load in ``snapshot`` with the jobs ``add`` started and ``remove`` ended
     (as a sample would have logged it then). The snapshot's own loads are computed once."""
     global _last_loads
-    free, running = snapshot.free_array(), snapshot.running_identity
+    free, running = snapshot.free_array(), snapshot.running_jobs
     cached = _last_loads  # one read: another thread (the daemon's ready answers) may replace it
     if cached[0] is not free or cached[1] is not running:
         layout = snapshot.layout

@@ -80,7 +80,8 @@ def fits_once(free: np.ndarray, demand: Resources) -> np.ndarray:
 class _Memo:
     """The last answer for a read-only ``free`` array (a snapshot's): the simulator asks whether a
     job could fit before it asks for its placement, and the learned policy asks Slurm's own
-    choice as a hint, each on the same array. Writable arrays (backfill's rooms) are never kept."""
+    choice as a hint, each on the same array. Writable arrays (backfill's rooms), and views whose
+    base another owner could change, are never kept."""
 
     def __init__(self) -> None:
         self._last: tuple = (None, None, None)
@@ -90,7 +91,7 @@ class _Memo:
         if free is last_free and demand == last_demand:
             return answer
         answer = compute(free, demand)
-        if not free.flags.writeable:
+        if not free.flags.writeable and free.base is None:
             answer.flags.writeable = False
             self._last = (free, demand, answer)
         return answer

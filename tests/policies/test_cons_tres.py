@@ -283,3 +283,9 @@ def test_slots_are_remembered_for_a_read_only_array_only() -> None:
     room[1, 1] = 3
     assert usable_slots(room, demand).tolist() == [2, 1] and fits_once(room, demand).tolist() == [True, True]
     assert usable_slots(frozen, Resources(8, 0, 0)).tolist() == [1, 0]  # another demand, same array
+    owner = frozen.copy()
+    view = owner[:]
+    view.flags.writeable = False  # read-only here, but its owner can still change it
+    assert fits_once(view, demand).tolist() == [True, False]
+    owner[1, 1] = 3
+    assert fits_once(view, demand).tolist() == [True, True]
