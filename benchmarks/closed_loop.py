@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 import time
@@ -43,6 +44,9 @@ def main(argv=None) -> int:
     ap.add_argument("--margin", type=float, default=0.02)
     ap.add_argument("--seeds", type=lambda v: tuple(int(x) for x in v.split(",")), default=SEEDS,
                     help="trace seeds, one cycle each (default 71,72,73,74,75)")
+    ap.add_argument("--fit-seeds", type=int, default=3,
+                    help="refit each cycle's speed model with this many fitting seeds (0 = the loop's own, "
+                         "1, 2, ...) on the same samples, for the next-cycle MAPE's spread (0: skip)")
     args = ap.parse_args(argv)
     nodes = read_cluster(REPO / "examples" / "clusters" / "16x8.toml")
     truth = load_speed_model(args.truth)
@@ -60,17 +64,58 @@ def main(argv=None) -> int:
         # (Slurm's task layout on pinned nodes, daemon/expressible.py) apart from what was learned
         served = Loop(nodes, truth, str(Path(work) / "baseline.db"), Path(work) / "baseline-models",
                       replace(settings, retrain=False)).run(traces)
+        spread = refit_spread(str(Path(work) / "loop.db"), cycles, settings, args.fit_seeds)
     for c, b in zip(cycles, served):
         c["daemon_slurm_default_avg_jct"] = b["avg_jct"]
     print(table(cycles))
+    if spread:
+        print(spread_table(spread))
     out = {"cluster": "examples/clusters/16x8.toml", "truth": args.truth, "mix": "large", "jobs": args.jobs,
            "seeds": list(args.seeds), "mode": args.mode, "margin": args.margin, "hyper": hp.to_dict(),
-           "seconds": round(time.time() - started, 1), "cycles": cycles}
+           "seconds": round(time.time() - started, 1), "cycles": cycles,
+           "refit_next_mape": spread}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2))
     plot(cycles, args.out.with_suffix(".png"), args.truth)
     print(f"results: {args.out}, plot: {args.out.with_suffix('.png')}")
     return 0
+
+
+def refit_spread(db: str, cycles: list[dict], settings: LoopSettings, seeds: int) -> list[dict]:
+    """Per cycle but the last: the next-cycle MAPE of speed models fitted as that cycle's retrain
+    fitted its own (the samples stored by then, less the retrain's time holdout; the same
+    hyperparameters) with fitting seeds 0..seeds-1. Seed 0 is the retrain's own seed; the others
+    say how much of a cycle's figure is the fitting seed's (initialisation, bootstrap, batches)
+    rather than the data's. A loop whose models were promoted saw other placements later on, so
+    only the first cycle's spread is the whole story there; the samples are the same for every seed."""
+    from slurm_advisor.learned.site_speed import fit_site_model
+    from slurm_advisor.retrain.data import split_by_time
+    from slurm_advisor.store import Store
+
+    if seeds <= 0:
+        return []
+    with Store.open(db, create=False) as store:
+        samples = store.load_samples()
+    starts = [c["samples_since"] for c in cycles] + [math.inf]
+    out = []
+    for now, begin, end in zip(cycles, starts[1:], starts[2:]):
+        seen = [s for s in samples if s.time < begin]  # what the store held when ``now`` retrained
+        nxt = [s for s in samples if s.source == "live" and begin <= s.time < end]
+        train = split_by_time(seen, settings.holdout_fraction).train
+        mapes = [fit_site_model(train, replace(settings.hyper, seed=seed))[0].mape(nxt) for seed in range(seeds)]
+        out.append({"cycle": now["cycle"], "train_samples": len(train), "next_samples": len(nxt),
+                    "next_mape_by_seed": [round(float(m), 4) for m in mapes]})
+    return out
+
+
+def spread_table(spread: list[dict]) -> str:
+    lines = [f"{'cycle':>5} {'trained on':>10} {'next':>6}  next-cycle MAPE by fitting seed (mean, min-max)"]
+    for r in spread:
+        m = r["next_mape_by_seed"]
+        lines.append(f"{r['cycle']:>5} {r['train_samples']:>10} {r['next_samples']:>6}  "
+                     f"{', '.join(percent(x) for x in m)}  ({percent(sum(m) / len(m))}, "
+                     f"{percent(min(m))}-{percent(max(m))})")
+    return "\n".join(lines)
 
 
 def plot(cycles: list[dict], path: Path, truth: str) -> None:

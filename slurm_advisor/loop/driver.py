@@ -186,7 +186,8 @@ class Loop:
                   "avg_jct": _avg(result), "slurm_default_avg_jct": _avg(baseline),
                   "mape": _mape(model and self.models_dir / model, samples),
                   "decisions": counters.decisions - before, "slurm_chose": chosen, "reports": sent,
-                  "reports_taken": taken, "samples": len(samples), "outcomes": outcomes, "advised": len(advised)}
+                  "reports_taken": taken, "samples": len(samples), "outcomes": outcomes, "advised": len(advised),
+                  "samples_since": started}  # the store's clock: this cycle's samples are those from here on
         if previous is not None and previous.get("candidate"):
             previous["next_mape"] = _mape(self.models_dir / previous["candidate"], samples)
         self._clock += max((r.end for r in result.records), default=0.0)

@@ -1,6 +1,8 @@
 """The loop's hook part (jobs as Slurm jobs, the reply back into a placement) and its queue."""
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 
 from slurm_advisor.daemon.service import job_from_request
@@ -102,3 +104,7 @@ def test_without_retrain_the_daemon_serves_slurm_default_and_records_only(tmp_pa
     with Store.open(str(tmp_path / "l.db"), create=False) as store:
         assert store.list_models() == [] and store.count_decisions() == 16
         assert store.count_samples("live") == sum(c["samples"] for c in cycles) > 0
+        # each cycle's samples are the store's from its ``samples_since`` to the next cycle's
+        times = [s.time for s in store.load_samples(source="live")]
+    starts = [c["samples_since"] for c in cycles] + [float("inf")]
+    assert [sum(lo <= t < hi for t in times) for lo, hi in pairwise(starts)] == [c["samples"] for c in cycles]
