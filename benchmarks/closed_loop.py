@@ -101,7 +101,7 @@ def refit_spread(db: str, cycles: list[dict], settings: LoopSettings, seeds: int
     for now, begin, end in zip(cycles, starts[1:], starts[2:]):
         seen = [s for s in samples if s.time < begin]  # what the store held when ``now`` retrained
         nxt = [s for s in samples if s.source == "live" and begin <= s.time < end]
-        train = split_by_time(seen, settings.holdout_fraction).train
+        train = split_by_time(seen, settings.holdout_fraction, settings.holdout_max).train
         mapes = [fit_site_model(train, replace(settings.hyper, seed=seed))[0].mape(nxt) for seed in range(seeds)]
         out.append({"cycle": now["cycle"], "train_samples": len(train), "next_samples": len(nxt),
                     "next_mape_by_seed": [round(float(m), 4) for m in mapes]})

@@ -28,6 +28,8 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
               help="Promote only if avg JCT is this share better.")
 @click.option("--holdout-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.2,
               show_default=True, help="Most recent share of samples held out of training.")
+@click.option("--holdout-max", type=click.IntRange(min=1), default=5000, show_default=True,
+              help="At most this many samples held out (the share alone grows with the store).")
 @click.option("--max-mape", type=click.FloatRange(min=0, min_open=True), default=0.5, show_default=True,
               help="Never promote a candidate whose speed model misses held-out speeds by more.")
 @click.option("--jobs", "recent", type=click.IntRange(min=1), default=300, show_default=True,
@@ -40,8 +42,8 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--partition", help="With --submit: the partition (e.g. a GPU one).")
 @click.option("--sbatch-arg", "sbatch_args", multiple=True, help="With --submit: one more sbatch argument; repeatable.")
 @click.pass_context
-def retrain(ctx, db, config_file, models_dir, cluster, trace, margin, holdout_fraction, max_mape, recent, episodes,
-            hyper_values, as_json, submit, partition, sbatch_args) -> None:
+def retrain(ctx, db, config_file, models_dir, cluster, trace, margin, holdout_fraction, holdout_max, max_mape, recent,
+            episodes, hyper_values, as_json, submit, partition, sbatch_args) -> None:
     """Refit the speed model on the stored samples, fine-tune the active policy against it, and
     promote the candidate only if it beats the active model (or, before the first, slurm-default)
     by --margin on avg JCT of the recent job mix under an independent judge, without a worse
@@ -61,7 +63,7 @@ def retrain(ctx, db, config_file, models_dir, cluster, trace, margin, holdout_fr
         return
     if partition or sbatch_args:
         raise InputError("--partition and --sbatch-arg go with --submit")
-    result = _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, max_mape, recent,
+    result = _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, holdout_max, max_mape, recent,
                   episodes, hyper_values)
     if result.status is RetrainExit.LOCKED:
         click.echo(f"error: {result.reason}", err=True)
@@ -73,7 +75,7 @@ def retrain(ctx, db, config_file, models_dir, cluster, trace, margin, holdout_fr
     sys.exit(result.status)
 
 
-def _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, max_mape, recent, episodes,
+def _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, holdout_max, max_mape, recent, episodes,
          hyper_values):
     from slurm_advisor.daemon.config import load_config
     from slurm_advisor.learned.hyper import Hyper
@@ -85,7 +87,8 @@ def _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, 
     hp = parse_hyper(hyper_values, Hyper())
     if episodes is not None:
         hp = replace(hp, rl_episodes=episodes)
-    settings = RetrainSettings(margin, holdout_fraction, max_mape, recent, hp)
+    settings = RetrainSettings(margin=margin, holdout_fraction=holdout_fraction, holdout_max=holdout_max,
+                               max_mape=max_mape, recent_jobs=recent, hyper=hp)
     nodes = _cluster(config, cluster)
     log = lambda line: click.echo(line, err=True)  # stdout is for the result
     try:

@@ -55,6 +55,7 @@ class LoopSettings:
     sample_noise: float = 0.02      # measurement noise of the reported speeds (log-normal sigma)
     margin: float = 0.02            # retrain's settings, as `slurm-advisor retrain` takes them
     holdout_fraction: float = 0.2
+    holdout_max: int = 5000
     max_mape: float = 0.5
     recent_jobs: int = 300
     hyper: Hyper = field(default_factory=Hyper)
@@ -243,7 +244,8 @@ class Loop:
         from slurm_advisor.retrain.retrain import RetrainSettings, run_retrain
 
         s = self.settings
-        settings = RetrainSettings(s.margin, s.holdout_fraction, s.max_mape, s.recent_jobs, s.hyper)
+        settings = RetrainSettings(margin=s.margin, holdout_fraction=s.holdout_fraction, holdout_max=s.holdout_max,
+                                   max_mape=s.max_mape, recent_jobs=s.recent_jobs, hyper=s.hyper)
         try:
             mix = self._job_mix(settings.recent_jobs)
             result = run_retrain(self.db, self.models_dir, self.nodes, settings, trace=mix, log=self.log,

@@ -2,7 +2,9 @@
 
 **Samples** (live and sim): ordered by time, sim samples before live ones (sim samples are the
 bootstrap recorded before the site ran live, and their clock starts at 0 while live samples
-carry epoch times); the last ``holdout_fraction`` of that order is held out and never trained on.
+carry epoch times); the last ``holdout_fraction`` of that order, at most ``holdout_max`` samples, is
+held out and never trained on (a share alone would grow with the store: a site a year in would never
+train on its last months).
 
 **The job mix** is the most recent advised jobs, replayed from the decisions: each decision's
 request becomes a Job exactly as the daemon built it (``job_from_request``), it arrives at its
@@ -45,10 +47,13 @@ class JobMix:
     skipped: int = 0  # decisions whose request no longer builds a job
 
 
-def split_by_time(samples: Sequence[SpeedSample], holdout_fraction: float) -> SampleSplit:
-    """The oldest samples to train on, the most recent ``holdout_fraction`` held out."""
+def split_by_time(samples: Sequence[SpeedSample], holdout_fraction: float,
+                  holdout_max: int | None = None) -> SampleSplit:
+    """The oldest samples to train on, the most recent ``holdout_fraction`` (at most ``holdout_max``)
+    held out."""
     ordered = sorted(samples, key=lambda s: (s.source == "live", s.time))
-    held = min(len(ordered), max(1, round(len(ordered) * holdout_fraction)))
+    held = max(1, round(len(ordered) * holdout_fraction))
+    held = min(len(ordered), held if holdout_max is None else min(held, holdout_max))
     split = SampleSplit(ordered[:len(ordered) - held], ordered[len(ordered) - held:])
     if len(split.train) < MIN_TRAIN_SAMPLES:
         raise InputError(f"only {len(samples)} speed samples ({len(split.train)} after holding out "

@@ -53,6 +53,7 @@ class RetrainExit(IntEnum):
 class RetrainSettings:
     margin: float = 0.02            # the candidate's avg JCT must be this share better
     holdout_fraction: float = 0.2   # the most recent share of samples, never trained on
+    holdout_max: int = 5000         # ... but at most this many (enough to fit the judge on)
     max_mape: float = 0.5           # a candidate missing held-out speeds by more is never promoted
     recent_jobs: int = 300          # advised jobs in the replayed mix
     hyper: Hyper = field(default_factory=Hyper)
@@ -90,7 +91,7 @@ def run_retrain(db: str, models_dir: Path, nodes: Sequence[Node], settings: Retr
         if modelsdir.remove_stale_candidates(models_dir):
             log("removed the unfinished candidate of an earlier retrain")
         active = _reconcile(store, models_dir, log)
-        split = split_by_time(store.load_samples(), settings.holdout_fraction)
+        split = split_by_time(store.load_samples(), settings.holdout_fraction, settings.holdout_max)
         mix = JobMix(list(trace), {"trace": len(trace)}) if trace else recent_jobs(store, settings.recent_jobs)
         if not mix.jobs:
             raise InputError("no advised jobs in the store to replay; pass --trace FILE for a job mix")

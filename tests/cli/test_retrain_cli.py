@@ -50,6 +50,7 @@ def test_submit_runs_the_same_retrain_as_a_batch_job(tmp_path, monkeypatch) -> N
     assert pairs["--db"] == "postgresql+psycopg://u@h/advisor"
     assert pairs["--cluster"] == str(CLUSTER) and pairs["--models-dir"] == str(tmp_path / "models")  # absolute
     assert pairs["--margin"] == "0.05" and options.count("--hyper") == 2 and "hidden=8" in options
+    assert pairs["--holdout-max"] == "5000"  # defaults travel too: the batch job retrains as this one would
     assert options[-1] == "--json"
 
 

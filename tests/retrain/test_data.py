@@ -40,6 +40,14 @@ def test_the_most_recent_share_is_held_out_and_live_counts_as_newer_than_sim() -
         split_by_time(sim[:22], 0.2)
 
 
+def test_the_holdout_is_capped_so_a_growing_store_still_trains_on_recent_samples() -> None:
+    sim = _samples(400, "sim")
+    split = split_by_time(sim, 0.2, holdout_max=30)
+    assert len(split.holdout) == 30 and split.holdout == sim[-30:]  # the newest 30, not the newest 80
+    assert split.train == sim[:-30]
+    assert len(split_by_time(sim, 0.2, holdout_max=500).holdout) == 80  # a cap above the share changes nothing
+
+
 def test_job_lengths_from_reports_outcomes_markers_or_the_median(tmp_path) -> None:
     jobs = synthetic_jobs(4, seed=3)
     t0 = datetime(2026, 11, 1, tzinfo=UTC)
