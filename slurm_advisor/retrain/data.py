@@ -52,8 +52,8 @@ def split_by_time(samples: Sequence[SpeedSample], holdout_fraction: float,
     """The oldest samples to train on, the most recent ``holdout_fraction`` (at most ``holdout_max``)
     held out."""
     ordered = sorted(samples, key=lambda s: (s.source == "live", s.time))
-    held = max(1, round(len(ordered) * holdout_fraction))
-    held = min(len(ordered), held if holdout_max is None else min(held, holdout_max))
+    cap = len(ordered) if holdout_max is None else holdout_max
+    held = min(len(ordered), cap, max(1, round(len(ordered) * holdout_fraction)))
     split = SampleSplit(ordered[:len(ordered) - held], ordered[len(ordered) - held:])
     if len(split.train) < MIN_TRAIN_SAMPLES:
         raise InputError(f"only {len(samples)} speed samples ({len(split.train)} after holding out "
