@@ -78,38 +78,50 @@ def job_context(subject: RunningJob, neighbours: Iterable[RunningJob], node_of: 
     per_node = subject.placement.per_node()
     k, n_slots = len(per_node), vocab.n_slots
     row = {name: i for i, (name, _, _) in enumerate(per_node)}
-    nodes = np.zeros((k, N_NODE), dtype=np.float32)
+    # Accumulated in Python: whole numbers and halves, so the sums are those numpy's arrays held
+    # (a numpy element update per neighbour and node cost most of a context).
+    used = [[0, 0, 0] for _ in range(k)]  # other jobs' CPUs, GPUs, memory on each node
+    nic = [0] * k  # multi-node jobs on each node (they share its NIC)
     counts = np.zeros((k, n_slots), dtype=np.float32)
-    used = np.zeros((k, 3), dtype=np.float64)
+    count_rows: list[dict[int, float]] = [{} for _ in range(k)]
     my_switches = {node_of[n].switch for n, _, _ in per_node}
+    crossing = len(my_switches) > 1
     uplink: dict[str | None, int] = {}
     for nb in neighbours:
         nb_nodes = nb.placement.per_node()
         multi = len(nb_nodes) > 1
         slot = vocab.slot(nb.job.type)
+        d_ps, d_w = nb.job.ps_demand, nb.job.worker_demand
         for name, n_ps, n_w in nb_nodes:
             i = row.get(name)
             if i is None:
                 continue
-            d_ps, d_w = nb.job.ps_demand, nb.job.worker_demand
-            used[i] += (n_ps * d_ps.cpus + n_w * d_w.cpus, n_ps * d_ps.gpus + n_w * d_w.gpus,
-                        n_ps * d_ps.mem_mb + n_w * d_w.mem_mb)
-            counts[i, slot] += n_w + 0.5 * n_ps
-            nodes[i, NIC] += multi
-        if multi and len(my_switches) > 1:
+            u = used[i]
+            u[0] += n_ps * d_ps.cpus + n_w * d_w.cpus
+            u[1] += n_ps * d_ps.gpus + n_w * d_w.gpus
+            u[2] += n_ps * d_ps.mem_mb + n_w * d_w.mem_mb
+            c = count_rows[i]
+            c[slot] = c.get(slot, 0.0) + (n_w + 0.5 * n_ps)
+            nic[i] += multi
+        if multi and crossing:
             theirs = {node_of[n].switch for n, _, _ in nb_nodes if n in node_of}
             if len(theirs) > 1:
                 for s in theirs & my_switches:
                     uplink[s] = uplink.get(s, 0) + 1
+    for i, c in enumerate(count_rows):
+        for slot, value in c.items():
+            counts[i, slot] = value
     d_ps, d_w = job.ps_demand, job.worker_demand
+    rows = []
     for i, (name, n_ps, n_w) in enumerate(per_node):
         node = node_of[name]
         cpus, gpus, mem = max(1, node.cpus), max(1, node.gpus), max(1, node.mem_mb)
+        u_cpu, u_gpu, u_mem = (float(x) for x in used[i])
         own_cpu = n_ps * d_ps.cpus + n_w * d_w.cpus
-        nodes[i, :NIC] = (n_w > 0, n_ps > 0, n_ps + n_w - 1, used[i, 0] / cpus, used[i, 1] / gpus,
-                          used[i, 2] / mem)
-        nodes[i, ALLOC] = (own_cpu + used[i, 0]) / cpus
-    scalars = _comm(job, per_node, nodes[:, NIC], len(my_switches) > 1, max(uplink.values(), default=0))
+        rows.append((n_w > 0, n_ps > 0, n_ps + n_w - 1, u_cpu / cpus, u_gpu / gpus, u_mem / mem, nic[i],
+                     (own_cpu + u_cpu) / cpus))
+    nodes = np.array(rows, dtype=np.float32).reshape(k, N_NODE)
+    scalars = _comm(job, per_node, nodes[:, NIC], crossing, max(uplink.values(), default=0))
     node_slot = np.array([vocab.node_slot(name) for name, _, _ in per_node], dtype=np.int64)
     rack = _rack_inputs(per_node, node_of, racks)
     # the parametric part's rack terms: the busiest worker rack's GPU share, and the other jobs
