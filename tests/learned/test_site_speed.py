@@ -15,12 +15,14 @@ from conftest import make_job, make_nodes, snapshot_with
 
 from slurm_advisor.domain import Placement, RunningJob, SwitchLoad, running_switch_loads
 from slurm_advisor.learned import checkpoint
+from slurm_advisor.learned import site_features as F
 from slurm_advisor.learned.experiment import record
 from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.policy_net import PolicyNet
 from slurm_advisor.learned.site_features import RACK_BUSY, RACK_UP, job_context, rack_loads
-from slurm_advisor.learned.site_speed import SiteSpeedModel, fit_site_model
+from slurm_advisor.learned.site_net import KAPPA
+from slurm_advisor.learned.site_speed import SiteSpeedModel, fit_site_model, to_tensors
 from slurm_advisor.learned.speed_model import LearnedSpeedModel, sample_features
 from slurm_advisor.learned.vocab import TypeVocab
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
@@ -335,3 +337,23 @@ def test_rack_inputs_say_how_busy_the_jobs_racks_are_and_who_crosses_their_uplin
     quiet, full = rack_loads(snapshot_with(nodes), add=(one,)), rack_loads(busy, add=(one,))
     assert model.log_speeds_all([job_context(one, (), node_of, vocab, full)]).mean() < \
         model.log_speeds_all([job_context(one, (), node_of, vocab, quiet)]).mean()
+
+
+def test_predictions_reuse_the_parameter_terms_to_the_bit_and_follow_a_change(site_samples) -> None:
+    """Inference computes the parameter-only terms once: the same bits as computing them per call,
+    and computed again after a parameter changes in place."""
+    model, _ = fit_site_model(site_samples, replace(HP, speed_epochs=2, speed_min_node_samples=10))
+    assert model.net.node_pace.numel() > 0  # the node paces' term is exercised
+    contexts = [F.sample_context(s, model.vocab) for s in site_samples[:60]]
+
+    def fresh():  # every term computed in the call, as in fitting
+        with torch.no_grad():
+            return model.net(to_tensors(F.Batch.of(contexts, model.vocab.n_slots))).numpy()
+
+    for _ in range(2):  # the second call reuses the first's terms
+        assert model.log_speeds_all(contexts).tobytes() == fresh().tobytes()
+    before = model.log_speeds_all(contexts)
+    with torch.no_grad():
+        model.net.global_params[:, KAPPA] += 1.0
+    after = model.log_speeds_all(contexts)
+    assert after.tobytes() == fresh().tobytes() and not np.array_equal(after, before)
