@@ -82,8 +82,7 @@ def job_context(subject: RunningJob, neighbours: Iterable[RunningJob], node_of: 
     # (a numpy element update per neighbour and node cost most of a context).
     used = [[0, 0, 0] for _ in range(k)]  # other jobs' CPUs, GPUs, memory on each node
     nic = [0] * k  # multi-node jobs on each node (they share its NIC)
-    counts = np.zeros((k, n_slots), dtype=np.float32)
-    count_rows: list[dict[int, float]] = [{} for _ in range(k)]
+    counts = [[0.0] * n_slots for _ in range(k)]  # other jobs' tasks by type slot (a PS counts half)
     my_switches = {node_of[n].switch for n, _, _ in per_node}
     crossing = len(my_switches) > 1
     uplink: dict[str | None, int] = {}
@@ -100,17 +99,13 @@ def job_context(subject: RunningJob, neighbours: Iterable[RunningJob], node_of: 
             u[0] += n_ps * d_ps.cpus + n_w * d_w.cpus
             u[1] += n_ps * d_ps.gpus + n_w * d_w.gpus
             u[2] += n_ps * d_ps.mem_mb + n_w * d_w.mem_mb
-            c = count_rows[i]
-            c[slot] = c.get(slot, 0.0) + (n_w + 0.5 * n_ps)
+            counts[i][slot] += n_w + 0.5 * n_ps
             nic[i] += multi
         if multi and crossing:
             theirs = {node_of[n].switch for n, _, _ in nb_nodes if n in node_of}
             if len(theirs) > 1:
                 for s in theirs & my_switches:
                     uplink[s] = uplink.get(s, 0) + 1
-    for i, c in enumerate(count_rows):
-        for slot, value in c.items():
-            counts[i, slot] = value
     d_ps, d_w = job.ps_demand, job.worker_demand
     rows = []
     for i, (name, n_ps, n_w) in enumerate(per_node):
@@ -129,7 +124,8 @@ def job_context(subject: RunningJob, neighbours: Iterable[RunningJob], node_of: 
     scalars[RACK_BUSY] = rack[1]
     scalars[RACK_UP] = max(0.0, 4.0 * rack[3] - 1.0) if scalars[CROSS] else 0.0
     resid = np.concatenate([_resid(job, per_node, nodes, scalars, node_of), rack])
-    return JobContext(vocab.slot(job.type), scalars, nodes, counts, resid, node_slot)
+    return JobContext(vocab.slot(job.type), scalars, nodes, np.array(counts, dtype=np.float32).reshape(k, n_slots),
+                      resid, node_slot)
 
 
 def _rack_inputs(per_node, node_of: Mapping[str, Node], racks: Mapping[str, SwitchLoad] | None) -> np.ndarray:
