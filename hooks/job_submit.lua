@@ -107,16 +107,31 @@ local function encode_value(v)
     fail("cannot encode a " .. kind)
 end
 
--- `fields` is a list of {name, value} so that nil values stay (as null) and the order is kept.
-local function encode_object(fields)
+-- A value encoded already: a job's fields are encoded once for its ready key, note and request.
+local ENCODED = {}
+local function encoded(text) return setmetatable({ text }, ENCODED) end
+
+local encode_object
+
+-- Each field's `"name":value`, in order. `fields` is a list of {name, value} so that nil values
+-- stay (as null) and the order is kept; a value may be a nested list or `encoded` text.
+local function encode_parts(fields)
     local parts = {}
     for i, field in ipairs(fields) do
         local value = field[2]
-        if type(value) == "table" then value = encode_object(value) else value = encode_value(value) end
+        if type(value) ~= "table" then
+            value = encode_value(value)
+        elseif getmetatable(value) == ENCODED then
+            value = value[1]
+        else
+            value = encode_object(value)
+        end
         parts[i] = encode_string(field[1]) .. ":" .. value
     end
-    return "{" .. table.concat(parts, ",") .. "}"
+    return parts
 end
+
+encode_object = function(fields) return "{" .. table.concat(encode_parts(fields), ",") .. "}" end
 
 local UNESCAPES = { ['"'] = '"', ['\\'] = '\\', ['/'] = '/', b = '\b', f = '\f', n = '\n', r = '\r', t = '\t' }
 
@@ -403,14 +418,15 @@ local function load_ready()
     return ready
 end
 
--- The answer line for `key` in the file's body, decoded; nil if there is none.
+-- The answer line for `key` in the file's body, decoded less its key; nil if there is none. The
+-- line starts with the key's exact JSON text (the search's anchor), so the key is not decoded
+-- again: it is the one asked for, and it is most of the line's escapes.
 local function find_answer(t, key)
-    local at = t.body:find('\n{"key":' .. encode_string(key) .. ',', 1, true)
+    local prefix = '\n{"key":' .. encode_string(key) .. ','
+    local at = t.body:find(prefix, 1, true)
     if at == nil then return nil end
     local line_end = t.body:find("\n", at + 1, true)
-    local entry = decode_flat(t.body:sub(at + 1, line_end - 1))
-    if entry.key ~= key then return nil end
-    return entry
+    return decode_flat("{" .. t.body:sub(at + #prefix, line_end - 1))
 end
 
 -- Whether the file counts every answer this hook used: written after the daemon read this hook's
@@ -421,58 +437,74 @@ local function trusted(t)
     return takes == 0 or t.epoch ~= last_epoch
 end
 
--- The reply line ready for `key`, once the daemon has been told it is used; nil: ask over the socket.
-local function ready_answer(key, job)
+-- The datagram socket the notes go out on: opened once per Lua state (slurmctld keeps it), and
+-- again after a failed send. Unconnected: each sendto finds the daemon's socket by its path.
+local taken_sock = nil
+
+local function send_note(note)
+    if taken_sock == nil then
+        taken_sock = unix.dgram()
+        if taken_sock == nil then return false end
+        taken_sock:settimeout(0)
+    end
+    local sent = taken_sock:sendto(note, TAKEN_SOCKET)  -- queued in the daemon's socket, or refused at once
+    if not sent then
+        taken_sock:close()
+        taken_sock = nil
+    end
+    return sent
+end
+
+-- The reply ready for `key`, decoded, once the daemon has been told it is used; nil: ask over the socket.
+local function ready_answer(key, job_json)
     if SOCKET_MISSING or unix.dgram == nil then return nil end
     local t = load_ready()
     if t == nil or not trusted(t) then return nil end
     local entry = find_answer(t, key)
     if type(entry) ~= "table" or type(entry.id) ~= "string" or type(entry.reply) ~= "string" then return nil end
     -- checked before the daemon is told: a note is a decision recorded and nodes claimed
-    if not pcall(function() plan_from(decode_flat(entry.reply)) end) then return nil end
+    local checked, reply = pcall(decode_flat, entry.reply)
+    if not checked or not pcall(plan_from, reply) then return nil end
     local note = encode_object({ { "v", 1 }, { "op", "taken" }, { "answer", entry.id }, { "hook", INSTANCE },
-                                 { "seq", takes + 1 }, { "job", job } }) .. "\n"
-    if #note > MAX_LINE then return nil end
-    local sock = unix.dgram()
-    if sock == nil then return nil end
-    sock:settimeout(0)
-    local sent = sock:sendto(note, TAKEN_SOCKET)  -- queued in the daemon's socket, or refused at once
-    sock:close()
-    if not sent then return nil end
+                                 { "seq", takes + 1 }, { "job", job_json } }) .. "\n"
+    if #note > MAX_LINE or not send_note(note) then return nil end
     takes, last_epoch = takes + 1, t.epoch
-    return entry.reply
+    return reply
 end
 
--- What names a request among the daemon's ready answers: its fields less the job's name and user.
-local function ready_key(job)
-    local fields = {}
-    for _, field in ipairs(job) do
-        if field[1] ~= "name" and field[1] ~= "user_id" then fields[#fields + 1] = field end
+-- What names a request among the daemon's ready answers: its fields less the job's name and user
+-- (`parts`: encode_parts(job)).
+local function ready_key(job, parts)
+    local kept = {}
+    for i, field in ipairs(job) do
+        if field[1] ~= "name" and field[1] ~= "user_id" then kept[#kept + 1] = parts[i] end
     end
-    return encode_object(fields)
+    return "{" .. table.concat(kept, ",") .. "}"
 end
 
 -- Ask the daemon about `job` (read_job's list): a plan, or nil and the reason there is none.
 -- Never raises. `use_ready` (slurm_job_submit only): use the daemon's ready answers.
 local function advise(job, use_ready)
     local ok, plan, why = pcall(function()
-        local key = use_ready and ready_key(job) or nil
-        local reply = nil
+        local parts = encode_parts(job)
+        local job_json = encoded("{" .. table.concat(parts, ",") .. "}")
+        local key = use_ready and ready_key(job, parts) or nil
+        local decoded = nil  -- a ready answer comes decoded
         if use_ready then
-            local got, answer = pcall(ready_answer, key, job)
-            if got then reply = answer end
+            local got, answer = pcall(ready_answer, key, job_json)
+            if got then decoded = answer end
         end
-        if reply == nil then
-            local fields = { { "v", 1 }, { "op", "advise" }, { "job", job } }
+        if decoded == nil then
+            local fields = { { "v", 1 }, { "op", "advise" }, { "job", job_json } }
             if key then fields[4] = { "ready_key", key } end
             local line = encode_object(fields) .. "\n"
             if #line > MAX_LINE then return nil, "request longer than " .. MAX_LINE .. " bytes" end
-            local err
-            reply, err = exchange(line)
+            local reply, err = exchange(line)
             if reply == nil then return nil, "daemon unreachable: " .. err end
+            local decoded_ok, got = pcall(decode_flat, reply)
+            if not decoded_ok then return nil, "bad reply ignored: not a flat JSON object: " .. tostring(got) end
+            decoded = got
         end
-        local decoded_ok, decoded = pcall(decode_flat, reply)
-        if not decoded_ok then return nil, "bad reply ignored: not a flat JSON object: " .. tostring(decoded) end
         local planned_ok, planned, refused = pcall(plan_from, decoded)
         if not planned_ok then return nil, "bad reply ignored: " .. tostring(planned) end
         return planned, refused
