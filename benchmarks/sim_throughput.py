@@ -5,8 +5,9 @@ Clusters are built as in ``decision_time.py`` (the node shape of examples/cluste
 mix at every size, the large mix at the smaller ones, with arrival times scaled so that the
 offered load is 0.6 under the contention truth; the number of jobs grows with the cluster
 (``JOBS``) so that a run reaches the loaded steady state. Policies: slurm-default, ``learned``
-(the registry's policy with the default model, which deploys slurm-default's placements) and
-``network`` (the default model's network itself, greedy, with slurm-default as fallback).
+(the registry's policy with the default model as it deploys: its network, greedy, holding at
+patience 0.7) and ``network`` (the default model's network itself, greedy, never holding, with
+slurm-default as fallback).
 
 Measures CPU time (time.process_time) of whole simulations, so a busy machine does not
 inflate the figure; repeats each run and reports the median and spread. ``--profile`` runs

@@ -88,8 +88,8 @@ def simulate(jobs: list[tuple[int, int, int]], submits: list[float], epoch: floa
 
 @pytest.mark.slurm
 @pytest.mark.xfail(strict=False, reason=(
-    "open in issue 13: the planner is Slurm's now (will-run batches on the clock, TRY_LATER, "
-    "bf_resolution): on 5 of 6 testbed runs the simulator started all 24 jobs within 2 s of Slurm; but "
+    "a known limit of the model: the planner is Slurm's (will-run batches on the clock, TRY_LATER, "
+    "bf_resolution), and on 6 of 7 testbed runs the simulator started all 24 jobs within 2 s of Slurm; but "
     "Slurm's schedule can turn on which of two jobs ending in the same second its backfill pass "
     "sees first: on one run j1 and j7 (both 38 s, started 35 ms apart) ended 6 ms before and 4 ms "
     "after a pass, so j12 and j18 took n4, j15 took n1 a second later and j13 waited behind j6's "
