@@ -22,7 +22,10 @@ node through the network for every task:
   their switches, and the first ``PICK`` (16) feasible nodes in Slurm's order, the ``PICK``
   fullest and the ``PICK`` emptiest by free GPU share, the first ``PICK`` that hold the rest of
   the job, and the ``PICK`` with the least co-located load. With at most ``8 * PICK`` feasible
-  nodes, all of them are candidates.
+  nodes, all of them are candidates;
+* with ``fill_runs``, a network step chooses the node of a run of the role's tasks: they go
+  there while it has room for one more, as a network that fills its nodes would place them
+  task by task (``runs``: used only for a network a probe found to do so; the shipped one does).
 
 Up to that size (the benchmarks' 16 nodes, training, sample mode at any size) every node is
 scored for every task, as the network was trained; ``tests/learned/test_scaling.py`` checks
@@ -37,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, TaskAssignment
+from slurm_advisor.learned import runs
 from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.node_features import IncrementalState, PlacementState
 from slurm_advisor.learned.policy_net import NumpyScorer, PolicyNet, mlp_forward
@@ -63,9 +67,13 @@ class LearnedPolicy:
 
     def __init__(self, net: PolicyNet, schema: FeatureSchema, *, mode: str = "greedy",
                  explorers: tuple[Policy, ...] = (), explore_prob: float = 0.0,
-                 full_scoring_max_nodes: int = FULL_SCORING_MAX_NODES):
+                 full_scoring_max_nodes: int = FULL_SCORING_MAX_NODES, fill_runs: bool | None = None):
+        """``fill_runs``: on the large-cluster path, one network step per run of a role's tasks
+        on a node (``runs``); None: when ``runs.fills_its_nodes`` finds the network does so,
+        probed at the first large-cluster decision."""
         self.net, self.schema, self.mode = net, schema, mode
         self.full_scoring_max_nodes = full_scoring_max_nodes
+        self.fill_runs = fill_runs
         self.scorer = NumpyScorer(net)
         self.explorers, self.explore_prob = explorers, explore_prob
         self.decisions: list[Decision] | None = [] if mode == "sample" else None
@@ -94,21 +102,35 @@ class LearnedPolicy:
         return Placement(job.id, tuple(tasks))
 
     def _place_selectively(self, snapshot: ClusterSnapshot, job: Job) -> Placement | None:
-        """Greedy placement on a large cluster: candidate nodes only (see the module doc)."""
+        """Greedy placement on a large cluster: candidate nodes only, and with ``fill_runs`` one
+        network step per run of a role's tasks on a node (see the module doc)."""
+        if self.fill_runs is None:
+            self.fill_runs = runs.fills_its_nodes(self.net, self.schema)
         state = IncrementalState(snapshot, job, self.schema)
         summary = _Summary(self.scorer, len(state.names))
         tasks: list[TaskAssignment] = []
-        last = job.num_tasks - 1
-        for k, role in enumerate(job.roles()):
-            fresh = role is not state.role or k == 1  # k == 1: "tasks elsewhere" turns on everywhere
+        roles = job.roles()
+        last = len(roles) - 1
+        k, elsewhere_seen = 0, False
+        while k <= last:
+            role = roles[k]
+            # After the first task "tasks elsewhere" turns on at every node: the summary is
+            # rebuilt at the first step that follows it.
+            fresh = role is not state.role or (k > 0 and not elsewhere_seen)
+            elsewhere_seen = k > 0
             if role is not state.role:
                 state.begin(role)
             if not len(state.order):
                 return None
             action = summary.choose(state, k, state.glob(role, k), fresh)
-            if k < last:  # the last task's effects on the state are never read
+            while True:  # the run: one task, or with fill_runs the role's tasks while the node has room
+                tasks.append(TaskAssignment(role, state.names[action]))
+                if k == last:  # the last task's effects on the state are never read
+                    return Placement(job.id, tuple(tasks))
                 state.take(action, role)
-            tasks.append(TaskAssignment(role, state.names[action]))
+                k += 1
+                if not self.fill_runs or roles[k] is not role or not state.mask[action]:
+                    break
         return Placement(job.id, tuple(tasks))
 
     def _explore(self, snapshot, job, rng) -> Placement | None:

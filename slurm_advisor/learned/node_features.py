@@ -198,6 +198,7 @@ class IncrementalState(PlacementState):
         self.whole = self._whole_nodes.whole if self._whole_nodes is not None else self._fits(self.remaining)
         self._have[:] = False  # the role's demand changes every row
         self._dirty: list[np.ndarray] = []
+        self._hint_k = 0  # the task of the last dirty() call
         self._kept: np.ndarray | None = None  # candidates() groups kept between tasks
         # The least loaded feasible nodes, with room to spare for the nodes this role fills up.
         o = self.others  # the co-located usage: its six columns added in sum(1)'s order, faster
@@ -241,8 +242,9 @@ class IncrementalState(PlacementState):
     def dirty(self, k: int, stride: int = 1) -> np.ndarray:
         """Nodes whose rows changed (other than in rank) since the last call, for task ``k``,
         ascending; with ``stride``, only those at multiples of it (the summary's nodes)."""
-        if self.hint is not None and k > 0:
-            self._dirty.append(self.hint[k - 1:k + 1])
+        if self.hint is not None and k > 0:  # the hint's nodes since the last call (k - 1 task by task)
+            self._dirty.append(self.hint[min(self._hint_k, k - 1):k + 1])
+        self._hint_k = k
         out = self._union(np.concatenate(self._dirty)) if self._dirty else np.zeros(0, dtype=np.int64)
         self._dirty = []
         return out[out % stride == 0] if stride > 1 else out

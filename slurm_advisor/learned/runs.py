@@ -1,0 +1,60 @@
+"""Whether a network fills the node it chooses, so that a run of tasks costs one network step.
+
+On clusters above ``agent.FULL_SCORING_MAX_NODES`` nodes a greedy decision costs a few tenths
+of a millisecond per job plus about as much per task placed, most of it the network's step:
+a job of 20-odd tasks misses the daemon's 2 ms at 1,000 nodes. The networks trained here place
+a role's tasks in runs: once a node is chosen, the role's next tasks go to that node while it
+has room for one more (as Slurm's own rule fills a node before the next). On the benchmark's
+loaded 1,000- and 10,000-node clusters the shipped model did so in every run of 1,400
+decisions, so placing a run by one step changes none of them: a job of 22 tasks then takes at
+most 4 steps (the 99th percentile of those jobs).
+
+That holds for a trained network, not for every one (a random one scatters its tasks). So a
+policy places runs only after ``fills_its_nodes`` found that its network does: on a fixed,
+loaded cluster of ``PROBE_NODES`` nodes (the large-cluster path forced), the placements made
+task by task and run by run must be the same for each of ``PROBE_JOBS`` multi-task jobs. A
+network that fails keeps one step per task.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from slurm_advisor.domain import ClusterSnapshot, Job, Node
+from slurm_advisor.learned.features import FeatureSchema
+from slurm_advisor.learned.policy_net import PolicyNet
+
+PROBE_NODES = 64      # two switches of 32 nodes shaped as examples/clusters/16x8.toml
+PROBE_JOBS = 40       # multi-task jobs of the benchmarks' large mix
+PROBE_LOAD = 0.6      # share of the GPUs taken by slurm-default's placements
+
+
+def fills_its_nodes(net: PolicyNet, schema: FeatureSchema) -> bool:
+    """Whether ``net`` places the same as task by task on every probe job when it places runs."""
+    from slurm_advisor.learned.agent import LearnedPolicy  # agent asks this module
+
+    snapshot, jobs = _probe()
+    by_task = LearnedPolicy(net, schema, full_scoring_max_nodes=0, fill_runs=False)
+    by_run = LearnedPolicy(net, schema, full_scoring_max_nodes=0, fill_runs=True)
+    rng = np.random.default_rng(0)  # greedy: drawn from by neither
+    return all(by_task.place(snapshot, job, rng) == by_run.place(snapshot, job, rng) for job in jobs)
+
+
+@functools.cache
+def _probe() -> tuple[ClusterSnapshot, tuple[Job, ...]]:
+    """The probe's loaded cluster and jobs (the same in every process)."""
+    from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+    from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+
+    nodes = tuple(Node(f"probe{i:02d}", 48, 8, 384_000, f"s{i // 32}") for i in range(PROBE_NODES))
+    snapshot = ClusterSnapshot.empty(nodes)
+    slurm, target = SlurmDefaultPolicy(), PROBE_LOAD * sum(n.gpus for n in nodes)
+    taken = 0
+    mixed = zip(synthetic_jobs(300, seed=1, mix="philly"), synthetic_jobs(300, seed=2, mix="large"))
+    for job in (j for pair in mixed for j in pair):  # half Philly-like, half large, as the benchmarks
+        placement = slurm.place(snapshot, job) if taken < target else None
+        if placement is not None:
+            snapshot, taken = snapshot.with_job(job, placement, 0.0), taken + job.total_demand().gpus
+    jobs = tuple(j for j in synthetic_jobs(4 * PROBE_JOBS, seed=3, mix="large") if j.num_tasks > 1)
+    return snapshot.at(0.0), jobs[:PROBE_JOBS]
