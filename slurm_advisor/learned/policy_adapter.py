@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
-from slurm_advisor.learned import checkpoint
+from slurm_advisor.learned import checkpoint, runs
 from slurm_advisor.learned.agent import LearnedPolicy
 from slurm_advisor.learned.patience import PatientPolicy
 from slurm_advisor.policies.base import Hold, Policy
@@ -42,7 +42,7 @@ def load_learned_policy(model_dir: Path | None) -> Policy:
     deploy = ckpt.meta.get("deploy", "network")
     if deploy == "search":  # it holds by its own weighing: no patience on top
         return GatedPolicy(_search(ckpt, model_dir))
-    inner = LearnedPolicy(ckpt.policy, ckpt.schema, mode="greedy") if deploy == "network" else make_policy(deploy)
+    inner = _network(ckpt) if deploy == "network" else make_policy(deploy)
     patience = float(ckpt.meta.get("patience", 0.0))
     if patience > 0:  # hold jobs by the fitted speed model's predictions, as training judged it
         inner = PatientPolicy(inner, ckpt.speed_model, patience)
@@ -64,5 +64,11 @@ def _search(ckpt: checkpoint.Checkpoint, model_dir: Path | None) -> Policy:
         where = model_dir or checkpoint.DEFAULT_MODEL_DIR
         raise InputError(f"{where}: policy 'search' needs a model trained with the site speed model "
                          "(meta.json speed_kind: site); this one has the older MLP speed model: retrain it")
-    network = LearnedPolicy(ckpt.policy, ckpt.schema, mode="greedy")
-    return search_over(network, ckpt.speed_model, profile_for_model(model_dir))
+    return search_over(_network(ckpt), ckpt.speed_model, profile_for_model(model_dir))
+
+
+def _network(ckpt: checkpoint.Checkpoint) -> LearnedPolicy:
+    """The model's network, greedy, its run probe (``runs``) made now: a loading daemon pays
+    it before it serves the model, not in its first request on a large cluster."""
+    return LearnedPolicy(ckpt.policy, ckpt.schema, mode="greedy",
+                         fill_runs=runs.fills_its_nodes(ckpt.policy, ckpt.schema))
