@@ -6,8 +6,8 @@ a job of 20-odd tasks misses the daemon's 2 ms at 1,000 nodes. The networks trai
 a role's tasks in runs: once a node is chosen, the role's next tasks go to that node while it
 has room for one more (as Slurm's own rule fills a node before the next). On the benchmarks'
 loaded clusters of 16, 1,000 and 10,000 nodes the shipped model did so in every run of 1,400
-decisions, so placing a run by one step changes none of them: the jobs' 22 tasks (their 99th
-percentile) take 4 steps.
+decisions, so placing a run by one step changes none of them, and the 99th percentile of a
+job's network steps falls from 22 (one per task) to 4 (one per run).
 
 That holds for a trained network, not for every one (a random one scatters its tasks). So a
 policy places runs only after ``fills_its_nodes`` found that its network does: on a fixed,
