@@ -127,9 +127,10 @@ class LearnedPolicy:
                 tasks.append(TaskAssignment(role, state.names[action]))
                 if k == last:  # the last task's effects on the state are never read
                     return Placement(job.id, tuple(tasks))
-                state.take(action, role)
+                state.take(action, role, settle=False)
                 k += 1
-                if not self.fill_runs or roles[k] is not role or not state.mask[action]:
+                if not (self.fill_runs and roles[k] is role and state.fits_another(action)):
+                    state.settle(action)
                     break
         return Placement(job.id, tuple(tasks))
 

@@ -249,7 +249,11 @@ class IncrementalState(PlacementState):
         self._dirty = []
         return out[out % stride == 0] if stride > 1 else out
 
-    def take(self, i: int, role: Role) -> None:
+    def take(self, i: int, role: Role, settle: bool = True) -> None:
+        """Task ``role`` on node ``i``. ``settle=False`` (a run of tasks on ``i``): ``i``'s place
+        in the order, its row and Slurm's first feasible node are brought up to date by the
+        ``settle(i)`` that ends the run: no row is read in between, and the order reached at
+        once is the one reached task by task (a sort by share and index)."""
         st, R = self.static, self.R
         sid = int(st.switch_id[i])
         new_switch = not self.switch_has_own[sid]
@@ -284,14 +288,26 @@ class IncrementalState(PlacementState):
             self._kept = None
         if first_task:
             R[:, _ELSEWHERE] = 1.0  # every node but i, set below
+        if settle:
+            self.settle(i)
+
+    def fits_another(self, i: int) -> bool:
+        """Whether node ``i`` has room for one more task of the current role."""
+        need = self._need
+        return all(column[i] >= need[j] for j, column in enumerate(self._by_resource))
+
+    def settle(self, i: int) -> None:
+        """After the tasks taken on ``i``: its place in the order, its row, the first feasible node."""
+        st = self.static
         self._reorder(i)
         if self._have[i]:  # i's row, as _fill computes it (Python floats: the same float64 arithmetic)
+            free, cap = self.free[i].tolist(), st.cap_list[i]
             fits, need = bool(self.mask[i]), self._need
             after = ((free[0] - need[0]) / cap[0], (free[1] - need[1]) / cap[1]) if fits else (0.0, 0.0)
             own_ps, own_w = self.own[i].tolist()
-            R[i, 3:18] = (free[0] / cap[0], free[1] / cap[1], free[2] / cap[2], *after, bool(whole[i]),
-                          own_ps / max(1, self.job.num_ps), own_w / self.job.num_workers, 1.0, 0.0,
-                          st.position[i], 1.0, 0.0, 0.0, fits)
+            self.R[i, 3:18] = (free[0] / cap[0], free[1] / cap[1], free[2] / cap[2], *after, bool(self.whole[i]),
+                               own_ps / max(1, self.job.num_ps), own_w / self.job.num_workers, 1.0, 0.0,
+                               st.position[i], 1.0, 0.0, 0.0, fits)
         if self.first >= 0:
             self._dirty.append(np.array([self.first]))
 
