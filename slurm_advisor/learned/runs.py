@@ -5,9 +5,9 @@ of a millisecond per job plus about as much per task placed, most of it the netw
 a job of 20-odd tasks misses the daemon's 2 ms at 1,000 nodes. The networks trained here place
 a role's tasks in runs: once a node is chosen, the role's next tasks go to that node while it
 has room for one more (as Slurm's own rule fills a node before the next). On the benchmarks'
-loaded clusters of 16, 1,000 and 10,000 nodes the shipped model did so in every run of 1,400
-decisions, so placing a run by one step changes none of them, and the 99th percentile of a
-job's network steps falls from 22 (one per task) to 4 (one per run).
+loaded clusters of 16, 1,000 and 10,000 nodes the shipped model did so in all 600 decisions of
+``benchmarks/network_runs.py``, so placing a run by one step changes none of them, and the 99th
+percentile of a job's network steps falls from 22 (one per task) to 4 (one per run).
 
 That holds for a trained network, not for every one (a random one scatters its tasks). So a
 policy places runs only after ``fills_its_nodes`` found that its network does: on a fixed,
@@ -18,6 +18,7 @@ network that fails keeps one step per task.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -32,29 +33,51 @@ PROBE_LOAD = 0.6      # share of the GPUs taken by slurm-default's placements
 
 def fills_its_nodes(net: PolicyNet, schema: FeatureSchema) -> bool:
     """Whether ``net`` places the same as task by task on every probe job when it places runs."""
+    return all(same_placements(net, schema, *_probe()))
+
+
+def probe_agreement(net: PolicyNet, schema: FeatureSchema) -> tuple[int, int]:
+    """(probe jobs ``net`` places the same both ways, probe jobs)."""
+    snapshot, jobs = _probe()
+    return sum(same_placements(net, schema, snapshot, jobs)), len(jobs)
+
+
+def by_task_and_by_run(net: PolicyNet, schema: FeatureSchema):
+    """``net`` on the large-cluster path (forced at any size), task by task and run by run."""
     from slurm_advisor.learned.agent import LearnedPolicy  # agent asks this module
 
-    snapshot, jobs = _probe()
-    by_task = LearnedPolicy(net, schema, full_scoring_max_nodes=0, fill_runs=False)
-    by_run = LearnedPolicy(net, schema, full_scoring_max_nodes=0, fill_runs=True)
+    return (LearnedPolicy(net, schema, full_scoring_max_nodes=0, fill_runs=False),
+            LearnedPolicy(net, schema, full_scoring_max_nodes=0, fill_runs=True))
+
+
+def same_placements(net: PolicyNet, schema: FeatureSchema, snapshot: ClusterSnapshot,
+                    jobs: Iterable[Job]) -> Iterator[bool]:
+    """Per job, whether ``net`` places it the same task by task and run by run."""
+    by_task, by_run = by_task_and_by_run(net, schema)
     rng = np.random.default_rng(0)  # greedy: drawn from by neither
-    return all(by_task.place(snapshot, job, rng) == by_run.place(snapshot, job, rng) for job in jobs)
+    return (by_task.place(snapshot, job, rng) == by_run.place(snapshot, job, rng) for job in jobs)
+
+
+def loaded(nodes: tuple[Node, ...], jobs: Iterable[Job], load: float = PROBE_LOAD) -> ClusterSnapshot:
+    """``nodes`` with about ``load`` of their GPUs taken by slurm-default's placements of ``jobs``."""
+    from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+
+    snapshot, slurm = ClusterSnapshot.empty(nodes), SlurmDefaultPolicy()
+    taken, target = 0, load * sum(n.gpus for n in nodes)
+    for job in jobs:
+        placement = slurm.place(snapshot, job) if taken < target else None
+        if placement is not None:
+            snapshot, taken = snapshot.with_job(job, placement, 0.0), taken + job.total_demand().gpus
+    return snapshot.at(0.0)
 
 
 @functools.cache
 def _probe() -> tuple[ClusterSnapshot, tuple[Job, ...]]:
     """The probe's loaded cluster and jobs (the same in every process)."""
-    from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
     from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 
     nodes = tuple(Node(f"probe{i:02d}", 48, 8, 384_000, f"s{i // 32}") for i in range(PROBE_NODES))
-    snapshot = ClusterSnapshot.empty(nodes)
-    slurm, target = SlurmDefaultPolicy(), PROBE_LOAD * sum(n.gpus for n in nodes)
-    taken = 0
     mixed = zip(synthetic_jobs(300, seed=1, mix="philly"), synthetic_jobs(300, seed=2, mix="large"))
-    for job in (j for pair in mixed for j in pair):  # half Philly-like, half large, as the benchmarks
-        placement = slurm.place(snapshot, job) if taken < target else None
-        if placement is not None:
-            snapshot, taken = snapshot.with_job(job, placement, 0.0), taken + job.total_demand().gpus
+    snapshot = loaded(nodes, (j for pair in mixed for j in pair))  # half Philly-like, half large, as the benchmarks
     jobs = tuple(j for j in synthetic_jobs(4 * PROBE_JOBS, seed=3, mix="large") if j.num_tasks > 1)
-    return snapshot.at(0.0), jobs[:PROBE_JOBS]
+    return snapshot, jobs[:PROBE_JOBS]

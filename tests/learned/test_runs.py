@@ -15,7 +15,6 @@ from slurm_advisor.domain import ClusterSnapshot, Node, Placement
 from slurm_advisor.learned import agent, checkpoint, runs
 from slurm_advisor.learned.agent import LearnedPolicy
 from slurm_advisor.learned.policy_net import PolicyNet
-from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 
 CKPT = checkpoint.load(None)
@@ -24,12 +23,7 @@ SCHEMA = CKPT.schema
 
 def loaded_cluster(n: int, seed: int) -> ClusterSnapshot:
     nodes = tuple(Node(f"g{i:04d}", 48, 8, 384_000, f"s{i // 32}") for i in range(n))
-    snap, taken, target = ClusterSnapshot.empty(nodes), 0, 0.6 * 8 * n
-    for job in synthetic_jobs(3 * n, seed=seed, mix="philly") + synthetic_jobs(n, seed=seed + 1, mix="large"):
-        placement = SlurmDefaultPolicy().place(snap, job) if taken < target else None
-        if placement is not None:
-            snap, taken = snap.with_job(job, placement, 0.0), taken + job.total_demand().gpus
-    return snap.at(0.0)
+    return runs.loaded(nodes, synthetic_jobs(3 * n, seed=seed, mix="philly") + synthetic_jobs(n, seed=seed + 1, mix="large"))
 
 
 def multi_task_jobs(count: int, seed: int):
@@ -50,7 +44,7 @@ def test_the_probe_passes_the_shipped_network_and_fails_a_random_one() -> None:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_run_by_run_places_as_task_by_task_on_a_loaded_thousand_nodes(seed) -> None:
     snap = loaded_cluster(1000, 10 + seed)
-    by_task = LearnedPolicy(CKPT.policy, SCHEMA, fill_runs=False)
+    by_task = LearnedPolicy(CKPT.policy, SCHEMA, fill_runs=False)  # on the large-cluster path by its size
     by_run = LearnedPolicy(CKPT.policy, SCHEMA, fill_runs=True)
     rng = np.random.default_rng(0)
     for job in multi_task_jobs(40, 20 + seed):
