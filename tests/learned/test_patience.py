@@ -84,6 +84,22 @@ def test_never_holds_a_job_already_on_as_few_nodes_as_it_can_be() -> None:
     assert isinstance(placement, Placement) and len(placement.nodes()) == 1
 
 
+def test_a_placement_on_as_few_nodes_as_any_could_have_costs_no_prediction() -> None:
+    # 8 GPUs on 8-GPU nodes: no placement has fewer than one node, so the check needs neither
+    # Slurm's choice on the empty cluster nor a speed prediction. 12 GPUs need two nodes at least.
+    speed = NodesSpeed()
+    policy = PatientPolicy(SlurmDefaultPolicy(), speed, patience=0.99)
+    on_one = Job("one", "vgg16", 0, 8, Resources(), Resources(2, 1, 1000), 100.0)
+    assert policy.hold(busy(), on_one, Placement.of(on_one, ["n0"] * 8)) is None
+    on_two = Job("two", "vgg16", 0, 12, Resources(), Resources(2, 1, 1000), 10.0)
+    assert policy.hold(busy(), on_two, Placement.of(on_two, ["n0"] * 6 + ["n1"] * 6)) is None
+    assert speed.calls == 0
+    # One node more than the bound: the check runs (and holds, as the test above): the job alone,
+    # the proposal, the fillers' shape alone (their expected ends), the consolidated placement.
+    assert isinstance(policy.hold(busy(), on_one, Placement.of(on_one, ["n0"] * 4 + ["n1"] * 4)), Hold)
+    assert speed.calls == 4
+
+
 class FindsNothing:
     """A proposer that never finds a placement (the network stuck half-way through a job)."""
 
