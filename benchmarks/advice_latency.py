@@ -18,6 +18,9 @@ daemon, cycling through three of the mix's job shapes 20 ms apart, and reports t
 took: with repeat requests most are answered from the daemon's ready answers (daemon/ready.py)
 without a round trip, so this is the time a site's controller is blocked per advised job.
 
+``--breakdown`` instead times the daemon's stages in-process (no socket), each request once, in
+the order the socket path runs them: where a round trip's time goes.
+
 Columns: round-trip p50/p99/max (ms) over sequential requests; advices/s with one client (the
 hook is serialised by slurmctld's Lua lock) and with two client processes; the share answered
 "place" (the rest are mostly "observe": the policy chose what Slurm would, so nothing is pinned). Targets: p99 <= 2 ms at 1,000 nodes, <= 20 ms at 10,000; >= 1,000 advices/s.
@@ -99,6 +102,90 @@ def serve(nodes: int, policy: str, socket_path: Path, db: Path) -> None:
     server.serve_forever(poll_interval=0.2)
     server.server_close()
     daemon.stop()
+
+
+# -- the stages, in-process -----------------------------------------------------------------
+STAGES = ("reply_to", "service.advise", "advisor.advise", "slurms_choice", "express", "claims.add",
+          "state.snapshot")
+TASK_BUCKETS = ((1, 1), (2, 8), (9, 16), (17, 64))
+
+
+def breakdown(nodes: int, policy: str, n_requests: int) -> dict:
+    """Time each stage of the daemon's advise path (Dispatcher.reply_to on the encoded request
+    line, as the server calls it), each request once. Stages are timed by wrapping them, so a
+    stage's time includes the stages inside it (``reply_to`` is the whole request)."""
+    from slurm_advisor.advisor import Advisor
+    from slurm_advisor.daemon import protocol
+    from slurm_advisor.daemon import service as service_module
+    from slurm_advisor.daemon.config import DaemonConfig
+    from slurm_advisor.daemon.daemon import Daemon, model_version
+    from slurm_advisor.daemon.expressible import express
+    from slurm_advisor.daemon.queue import NoQueue
+    from slurm_advisor.policies import make_policy
+    from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+    from slurm_advisor.store import Store
+
+    times: dict[str, list[float]] = {stage: [] for stage in STAGES}
+    slurms_choice = service_module.slurms_choice
+
+    def timed(owner, name: str, stage: str) -> None:
+        inner = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                times[stage].append(time.perf_counter() - t0)
+        setattr(owner, name, wrapper)
+
+    with tempfile.TemporaryDirectory(prefix="advice-breakdown-") as tmp:
+        db = Path(tmp) / "advisor.db"
+        snapshot = loaded_snapshot(make_cluster(nodes))
+        config = replace(DaemonConfig(), socket=Path(tmp) / "advisor.sock", db=str(db), claim_ttl_s=1.0,
+                         refresh_s=1.0)
+        advisor = Advisor(make_policy(policy), fallback=SlurmDefaultPolicy() if policy == "learned" else None)
+        service = service_module.AdviceService(
+            advisor, express, model_version=model_version(None) if policy == "learned" else None, has_switches=True)
+        daemon = Daemon(config, LoadedSource(snapshot), NoQueue(), service, Store.open(str(db)))
+        daemon.start()
+        try:
+            dispatcher = daemon.dispatcher()
+            jobs = job_stream(n_requests, 11_000 + nodes)
+            lines = [protocol.encode({"op": "advise", "job": hook_fields(j, 1000 + i)}) for i, j in enumerate(jobs)]
+            for line in lines[:30]:  # warm up, as the round trips do
+                dispatcher.reply_to(line, 0)
+            for stage, (owner, name) in zip(STAGES, ((dispatcher, "reply_to"), (service, "advise"),
+                                                     (advisor, "advise"), (service_module, "slurms_choice"),
+                                                     (service, "_expressed"), (daemon.state.claims, "add"),
+                                                     (daemon.state, "snapshot"))):
+                timed(owner, name, stage)
+            for line in lines:
+                dispatcher.reply_to(line, 0)
+        finally:
+            service_module.slurms_choice = slurms_choice  # a module function: the next run wraps it anew
+            daemon.stop()
+    return {"nodes": nodes, "policy": policy, "requests": n_requests,
+            "stages": {stage: _percentiles(ts) for stage, ts in times.items() if ts},
+            "advisor_by_tasks": {f"{lo}-{hi}": {"jobs": int(m.sum()), **_percentiles(np.array(times["advisor.advise"])[m])}
+                                 for lo, hi in TASK_BUCKETS
+                                 for m in [np.array([lo <= j.num_tasks <= hi for j in jobs])] if m.any()}}
+
+
+def _percentiles(seconds) -> dict:
+    ms = np.asarray(seconds) * 1e3
+    return {"calls": len(ms), "mean_ms": float(ms.mean()), "p50_ms": float(np.percentile(ms, 50)),
+            "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max())}
+
+
+def print_breakdown(row: dict) -> None:
+    print(f"{row['nodes']} nodes, {row['policy']}: {row['requests']} requests in-process, ms")
+    print(f"  {'stage':<18}{'calls':>6}{'mean':>8}{'p50':>8}{'p99':>8}{'max':>8}")
+    for stage, r in row["stages"].items():
+        print(f"  {stage:<18}{r['calls']:>6}{r['mean_ms']:>8.3f}{r['p50_ms']:>8.3f}{r['p99_ms']:>8.3f}{r['max_ms']:>8.2f}")
+    for tasks, r in row["advisor_by_tasks"].items():
+        print(f"  advisor, {tasks:>5} tasks{r['jobs']:>6}{r['mean_ms']:>8.3f}{r['p50_ms']:>8.3f}{r['p99_ms']:>8.3f}"
+              f"{r['max_ms']:>8.2f}")
 
 
 # -- the client -----------------------------------------------------------------------------
@@ -197,6 +284,7 @@ def main(argv=None) -> int:
     ap.add_argument("--requests", type=int, default=500)
     ap.add_argument("--seconds", type=float, default=5.0, help="length of each sustained-rate run")
     ap.add_argument("--hook-calls", type=int, default=0, help="also time the real hook this many times")
+    ap.add_argument("--breakdown", action="store_true", help="time the daemon's stages in-process instead")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "advice_latency.json")
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--policy", help=argparse.SUPPRESS)
@@ -205,6 +293,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.serve:
         serve(args.serve, args.policy, args.socket, args.db)
+        return 0
+    if args.breakdown:
+        rows = [breakdown(int(n), policy, args.requests) for n in args.sizes.split(",")
+                for policy in args.policies.split(",")]
+        for row in rows:
+            print_breakdown(row)
+        out = args.out.with_name(args.out.stem + "_breakdown.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"rows": rows}, indent=2))
         return 0
     rows = []
     print(f"{'nodes':>6} {'running':>8}  {'policy':<14}{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}"
