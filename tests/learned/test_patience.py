@@ -100,6 +100,19 @@ def test_a_placement_on_as_few_nodes_as_any_could_have_costs_no_prediction() -> 
     assert speed.calls == 4
 
 
+def test_a_placement_as_consolidated_as_slurms_on_the_empty_cluster_costs_no_prediction() -> None:
+    # Five 12-CPU workers: 60 CPUs could fit on two 32-CPU nodes, but two workers fill a node, so
+    # Slurm needs three even on the empty cluster. On three nodes the job is never held, and
+    # neither its speed there nor alone is predicted.
+    speed = NodesSpeed()
+    policy = PatientPolicy(SlurmDefaultPolicy(), speed, patience=0.99)
+    wide = Job("w", "vgg16", 0, 5, Resources(), Resources(12, 1, 1000), 100.0)
+    assert policy.fewest(busy(), wide) == 3
+    assert policy.hold(busy(), wide, Placement.of(wide, ["n0", "n0", "n1", "n1", "n2"])) is None
+    assert speed.calls == 0
+    assert policy.alone(busy(), wide) == (10.0 / 3, 3)  # when asked, from the same choice
+
+
 class FindsNothing:
     """A proposer that never finds a placement (the network stuck half-way through a job)."""
 
