@@ -178,7 +178,8 @@ class PatientPolicy:
         key = _shape(job)
         found = self._alone.get(key)
         if found is None:
-            placement, empty = self._on_empty(snapshot, job, key)
+            placement = self._on_empty(snapshot, job, key)
+            empty = ClusterSnapshot.empty(snapshot.nodes, snapshot.time)
             found = ((self.speed.predict(empty, job, placement), len(placement.nodes()))
                      if placement else (float("inf"), 0))
             self._alone[key] = found  # one dict write: another thread may have written the same
@@ -188,18 +189,18 @@ class PatientPolicy:
         """``alone``'s node count without its speed prediction (0: the job fits nowhere): whether
         a placement is already as consolidated as Slurm's on the empty cluster asks no more, and
         a prediction of a large job costs ~1 ms at 1,000 nodes."""
-        found = self._alone.get(_shape(job))
+        key = _shape(job)
+        found = self._alone.get(key)
         if found is not None:
             return found[1]
-        placement, _ = self._on_empty(snapshot, job, _shape(job))
+        placement = self._on_empty(snapshot, job, key)
         return 0 if placement is None else len(placement.nodes())
 
-    def _on_empty(self, snapshot: ClusterSnapshot, job: Job, key: tuple) -> tuple[Placement | None, ClusterSnapshot]:
-        """Slurm's choice for the job on the empty cluster (cached per job shape), and that cluster."""
-        empty = ClusterSnapshot.empty(snapshot.nodes, snapshot.time)
-        if key not in self._empty_choice:
-            self._empty_choice[key] = SlurmDefaultPolicy().place(empty, job)  # one dict write, as above
-        return self._empty_choice[key], empty
+    def _on_empty(self, snapshot: ClusterSnapshot, job: Job, key: tuple) -> Placement | None:
+        """Slurm's choice for the job on the empty cluster, cached per job shape."""
+        if key not in self._empty_choice:  # one dict write, as in alone
+            self._empty_choice[key] = SlurmDefaultPolicy().place(ClusterSnapshot.empty(snapshot.nodes, snapshot.time), job)
+        return self._empty_choice[key]
 
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
         return self.inner.score_nodes(snapshot, job)
