@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
-from slurm_advisor.policies.base import Hold, Policy
+from slurm_advisor.policies.base import Hold, Policy, warm
 
 
 class SpeedPredictor(Protocol):
@@ -60,6 +60,11 @@ class Advisor:
         return Advice(job.id, placement, decided_by, used_fallback, reason,
                       self.policy.score_nodes(snapshot, job) if self.explain else {},
                       self._predict(snapshot, job, placement))
+
+    def warm(self, snapshot: ClusterSnapshot) -> None:
+        """Let the policy fill its caches for ``snapshot`` (the daemon's refresh thread: no
+        request pays them); a no-op for policies that keep none."""
+        warm(self.policy, snapshot)
 
     def _propose(self, snapshot, job, rng) -> tuple[Placement | Hold | None, str]:
         placement = self.policy.place(snapshot, job, rng)

@@ -125,3 +125,18 @@ def test_a_hold_is_a_deliberate_wait_that_the_fallback_does_not_overrule() -> No
     assert advice.placement is None and advice.held and not advice.fallback
     assert advice.reason == "waits for n2" and advice.policy == "fixed"
     assert fallback.calls == 0
+
+
+def test_a_warm_up_reaches_the_policy_through_a_gate_and_is_a_no_op_for_others() -> None:
+    from slurm_advisor.learned.policy_adapter import GatedPolicy
+
+    warmed = []
+
+    class Warm(Fixed):
+        def warm(self, snapshot):
+            warmed.append(snapshot)
+
+    snap = ClusterSnapshot.empty(NODES)
+    Advisor(GatedPolicy(Warm(None))).warm(snap)
+    Advisor(SlurmDefaultPolicy()).warm(snap)  # keeps no caches: nothing to do, nothing raised
+    assert warmed == [snap]

@@ -17,7 +17,7 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Placement
 from slurm_advisor.learned import checkpoint, runs
 from slurm_advisor.learned.agent import LearnedPolicy
 from slurm_advisor.learned.patience import PatientPolicy
-from slurm_advisor.policies.base import Hold, Policy
+from slurm_advisor.policies.base import Hold, Policy, warm
 
 
 class GatedPolicy:
@@ -33,6 +33,9 @@ class GatedPolicy:
 
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
         return self.teacher.score_nodes(snapshot, job)
+
+    def warm(self, snapshot: ClusterSnapshot) -> None:
+        warm(self.teacher, snapshot)
 
 
 def load_learned_policy(model_dir: Path | None) -> Policy:

@@ -72,6 +72,10 @@ class SearchPolicy:
         self.patience = PatientPolicy(base, speed, 1.0) if hold else None  # its wait estimate only
         self.last: dict[str, float] = {}  # the last decision's gain per candidate (explanations, tests)
 
+    def warm(self, snapshot: ClusterSnapshot) -> None:
+        if self.patience is not None:
+            self.patience.warm(snapshot)  # the "hold" candidate's wait estimate
+
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | Hold | None:
         base = self.base.place(snapshot, job, rng)
         if base is None or isinstance(base, Hold):

@@ -33,6 +33,14 @@ class Policy(Protocol):
         ...
 
 
+def warm(policy: Policy, snapshot: ClusterSnapshot) -> None:
+    """A policy's optional ``warm(snapshot)``: fill what its next decisions on this cluster state
+    would compute first (the daemon calls it off the request path, after each refresh)."""
+    method = getattr(policy, "warm", None)
+    if method is not None:
+        method(snapshot)
+
+
 # chooser(free, snapshot, job, role, tasks placed so far) -> node name, or None if nothing fits
 Chooser = Callable[[Mapping[str, Resources], ClusterSnapshot, Job, Role, list[TaskAssignment]], str | None]
 

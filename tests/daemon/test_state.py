@@ -77,3 +77,35 @@ def test_a_failed_refresh_keeps_the_last_snapshot(caplog):
     queue.advised = broken
     refresher.refresh_once()
     assert state.snapshot() == first and state.counters.refresh_failures == 1 and "timed out" in caplog.text
+
+
+class Warmed:
+    """A policy that keeps caches for the cluster state: records each warm-up it is given."""
+
+    name = "warmed"
+
+    def __init__(self):
+        self.warmed = []
+
+    def place(self, snapshot, job, rng=None):
+        return None
+
+    def score_nodes(self, snapshot, job):
+        return {}
+
+    def warm(self, snapshot):
+        self.warmed.append(snapshot)
+
+
+def test_each_refresh_warms_the_policy_on_the_new_snapshot_outside_any_request(tmp_path):
+    from daemon_helpers import make_daemon
+
+    policy = Warmed()
+    first = ClusterSnapshot.empty(NODES)
+    source = StaticSource(first)
+    daemon = make_daemon(tmp_path, policy=policy, source=source, store=False)
+    daemon.refresher.refresh_once()
+    running = first.with_job(JOB, Placement.of(JOB, ["n1", "n2"]))
+    source.current = running
+    daemon.refresher.refresh_once()
+    assert policy.warmed == [first, running]  # Slurm's snapshot: its running jobs are every request's

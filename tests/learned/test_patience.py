@@ -113,6 +113,19 @@ def test_a_placement_as_consolidated_as_slurms_on_the_empty_cluster_costs_no_pre
     assert policy.alone(busy(), wide) == (10.0 / 3, 3)  # when asked, from the same choice
 
 
+def test_a_warm_up_leaves_the_hold_check_only_the_jobs_own_predictions() -> None:
+    speed = NodesSpeed()
+    policy = PatientPolicy(SlurmDefaultPolicy(), speed, patience=0.7)
+    policy.warm(busy())
+    assert speed.calls == 1  # the fillers' shape alone: their expected ends
+    assert isinstance(policy.place(busy(), JOB, RNG), Hold)
+    assert speed.calls == 1 + 3  # the job alone, on the proposal, on the consolidated placement later
+    idle, never = PatientPolicy(SlurmDefaultPolicy(), speed, 0.7), PatientPolicy(SlurmDefaultPolicy(), speed, 0.0)
+    idle.warm(ClusterSnapshot.empty(NODES))
+    never.warm(busy())  # a policy that never holds reads no ends
+    assert speed.calls == 4
+
+
 class FindsNothing:
     """A proposer that never finds a placement (the network stuck half-way through a job)."""
 

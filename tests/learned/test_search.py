@@ -154,6 +154,15 @@ def test_hold_is_a_candidate_chosen_when_waiting_pays_under_every_member() -> No
     assert started == base
 
 
+def test_a_warm_up_fills_the_hold_candidates_wait_estimate() -> None:
+    short = replace(make_job("short", num_workers=7), iterations=10.0)
+    snap = snapshot_with(NODES, (short, ["n00"] * 7), time=0.0)
+    search = SearchPolicy(SlurmDefaultPolicy(), [], Ensemble((0.0, 0.0)))
+    search.warm(snap)
+    assert [id(rj) for rj in snap.running] == list(search.patience._end_of)
+    SearchPolicy(SlurmDefaultPolicy(), [], Ensemble((0.0, 0.0)), hold=False).warm(snap)  # nothing to warm
+
+
 def test_search_needs_a_site_speed_model() -> None:
     """The shipped default model has the older MLP speed model: the error says so and what to do."""
     with pytest.raises(InputError, match="site speed model.*retrain"):
