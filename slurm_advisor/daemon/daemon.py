@@ -21,6 +21,7 @@ from slurm_advisor.advisor import Advisor
 from slurm_advisor.cluster.base import ClusterSource
 from slurm_advisor.daemon.claims import Claims
 from slurm_advisor.daemon.config import DaemonConfig
+from slurm_advisor.daemon.gc_pauses import FrozenHeap
 from slurm_advisor.daemon.jobcomp import JobCompFile, configured
 from slurm_advisor.daemon.metrics import DaemonMetrics
 from slurm_advisor.daemon.protocol import MODES, ProtocolError, parse_report
@@ -58,6 +59,7 @@ class Daemon:
                                     describe=lambda o: f"of job {o.job_id}")
         self.store = store
         self._advise_lock = threading.Lock()  # claims: one decision at a time sees the previous ones
+        self._heap = FrozenHeap()  # full garbage collections out of the requests' way (gc_pauses)
         self.models = ModelFollower(config.models_dir, service, self._advise_lock, self.state.counters) \
             if config.policy == "learned" else None  # retrain's promotions, picked up without a restart
         self.refresher = Refresher(self.state, source, queue, period_s=config.refresh_s,
@@ -140,6 +142,7 @@ class Daemon:
             # In this thread, not the first request's: e.g. the running jobs' expected ends a hold
             # check reads (330 ms cold at 10,000 nodes), after a start, a model swap, new jobs.
             self.service.advisor.warm(snapshot)
+        self._heap.after_refresh()  # last: what the warm-up cached is frozen with the rest
         if self.ready is not None:
             self.ready.changed()
 
@@ -224,6 +227,7 @@ class Daemon:
             writer.stop()
         if self.store is not None:
             self.store.close()
+        self._heap.release()
 
     def dispatcher(self) -> Dispatcher:
         munge_socket = None if self.config.munge_socket is None else str(self.config.munge_socket)
