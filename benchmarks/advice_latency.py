@@ -76,13 +76,13 @@ class LoadedSource:
         return self._snapshot
 
 
-def serve(nodes: int, policy: str, socket_path: Path, db: Path) -> None:
+def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path):
+    """The daemon as the benchmark runs it (not started): (daemon, its service, its advisor)."""
     from slurm_advisor.advisor import Advisor
     from slurm_advisor.daemon.config import DaemonConfig
     from slurm_advisor.daemon.daemon import Daemon, model_version
     from slurm_advisor.daemon.expressible import express
     from slurm_advisor.daemon.queue import NoQueue
-    from slurm_advisor.daemon.server import AdvisorServer
     from slurm_advisor.daemon.service import AdviceService
     from slurm_advisor.policies import make_policy
     from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
@@ -90,15 +90,21 @@ def serve(nodes: int, policy: str, socket_path: Path, db: Path) -> None:
 
     snapshot = loaded_snapshot(make_cluster(nodes))
     config = replace(DaemonConfig(), socket=socket_path, db=str(db), claim_ttl_s=1.0, refresh_s=1.0)
-    fallback = SlurmDefaultPolicy() if policy == "learned" else None
-    service = AdviceService(Advisor(make_policy(policy), fallback=fallback), express,
-                            model_version=model_version(None) if policy == "learned" else None, has_switches=True)
-    daemon = Daemon(config, LoadedSource(snapshot), NoQueue(), service, Store.open(str(db)))
+    advisor = Advisor(make_policy(policy), fallback=SlurmDefaultPolicy() if policy == "learned" else None)
+    service = AdviceService(advisor, express, model_version=model_version(None) if policy == "learned" else None,
+                            has_switches=True)
+    return Daemon(config, LoadedSource(snapshot), NoQueue(), service, Store.open(str(db))), service, advisor
+
+
+def serve(nodes: int, policy: str, socket_path: Path, db: Path) -> None:
+    from slurm_advisor.daemon.server import AdvisorServer
+
+    daemon, _, _ = build_daemon(nodes, policy, socket_path, db)
     server = AdvisorServer(socket_path, daemon.dispatcher(), 2.0, taken=daemon.ready is not None)
     daemon.start()
     # As `serve` stops: the loop ends, then the daemon (its decision writer process included).
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
-    print(f"ready {len(snapshot.running)}", flush=True)
+    print(f"ready {len(daemon.state.latest().running)}", flush=True)
     server.serve_forever(poll_interval=0.2)
     server.server_close()
     daemon.stop()
@@ -106,24 +112,38 @@ def serve(nodes: int, policy: str, socket_path: Path, db: Path) -> None:
 
 # -- the stages, in-process -----------------------------------------------------------------
 STAGES = ("reply_to", "service.advise", "advisor.advise", "slurms_choice", "express", "claims.add",
-          "state.snapshot")
+          "state.snapshot", "patience.alone")
 TASK_BUCKETS = ((1, 1), (2, 8), (9, 16), (17, 64))
+
+
+class FullCollections:
+    """Python's full (generation 2) garbage collections while it is on: count and pause."""
+
+    def __init__(self):
+        self.pauses: list[float] = []
+        self._started, self.on = 0.0, False
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if not self.on or info["generation"] != 2:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses.append(time.perf_counter() - self._started)
 
 
 def breakdown(nodes: int, policy: str, n_requests: int) -> dict:
     """Time each stage of the daemon's advise path (Dispatcher.reply_to on the encoded request
     line, as the server calls it), each request once. Stages are timed by wrapping them, so a
-    stage's time includes the stages inside it (``reply_to`` is the whole request)."""
-    from slurm_advisor.advisor import Advisor
+    stage's time includes the stages inside it (``reply_to`` is the whole request);
+    ``patience.alone`` is the hold check's prediction of a job's speed alone (learned only).
+    Also: the policy's first warm-up (``Advisor.warm``, in the refresh thread at the daemon's
+    start: what a request paid before it existed) and the full garbage collections during the
+    requests."""
+    import gc
+
     from slurm_advisor.daemon import protocol
     from slurm_advisor.daemon import service as service_module
-    from slurm_advisor.daemon.config import DaemonConfig
-    from slurm_advisor.daemon.daemon import Daemon, model_version
-    from slurm_advisor.daemon.expressible import express
-    from slurm_advisor.daemon.queue import NoQueue
-    from slurm_advisor.policies import make_policy
-    from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
-    from slurm_advisor.store import Store
 
     times: dict[str, list[float]] = {stage: [] for stage in STAGES}
     slurms_choice = service_module.slurms_choice
@@ -139,15 +159,13 @@ def breakdown(nodes: int, policy: str, n_requests: int) -> dict:
                 times[stage].append(time.perf_counter() - t0)
         setattr(owner, name, wrapper)
 
+    collections = FullCollections()
+    gc.callbacks.append(collections)
     with tempfile.TemporaryDirectory(prefix="advice-breakdown-") as tmp:
-        db = Path(tmp) / "advisor.db"
-        snapshot = loaded_snapshot(make_cluster(nodes))
-        config = replace(DaemonConfig(), socket=Path(tmp) / "advisor.sock", db=str(db), claim_ttl_s=1.0,
-                         refresh_s=1.0)
-        advisor = Advisor(make_policy(policy), fallback=SlurmDefaultPolicy() if policy == "learned" else None)
-        service = service_module.AdviceService(
-            advisor, express, model_version=model_version(None) if policy == "learned" else None, has_switches=True)
-        daemon = Daemon(config, LoadedSource(snapshot), NoQueue(), service, Store.open(str(db)))
+        daemon, service, advisor = build_daemon(nodes, policy, Path(tmp) / "advisor.sock", Path(tmp) / "advisor.db")
+        warm_ups: list[float] = []
+        warm = advisor.warm
+        advisor.warm = lambda snapshot: warm_ups.append(_seconds(warm, snapshot))
         daemon.start()
         try:
             dispatcher = daemon.dispatcher()
@@ -158,18 +176,31 @@ def breakdown(nodes: int, policy: str, n_requests: int) -> dict:
             for stage, (owner, name) in zip(STAGES, ((dispatcher, "reply_to"), (service, "advise"),
                                                      (advisor, "advise"), (service_module, "slurms_choice"),
                                                      (service, "_expressed"), (daemon.state.claims, "add"),
-                                                     (daemon.state, "snapshot"))):
-                timed(owner, name, stage)
+                                                     (daemon.state, "snapshot"), (advisor.policy, "alone"))):
+                if hasattr(owner, name):
+                    timed(owner, name, stage)
+            collections.on = True
             for line in lines:
                 dispatcher.reply_to(line, 0)
+            collections.on = False
         finally:
             service_module.slurms_choice = slurms_choice  # a module function: the next run wraps it anew
+            gc.callbacks.remove(collections)
             daemon.stop()
     return {"nodes": nodes, "policy": policy, "requests": n_requests,
             "stages": {stage: _percentiles(ts) for stage, ts in times.items() if ts},
             "advisor_by_tasks": {f"{lo}-{hi}": {"jobs": int(m.sum()), **_percentiles(np.array(times["advisor.advise"])[m])}
                                  for lo, hi in TASK_BUCKETS
-                                 for m in [np.array([lo <= j.num_tasks <= hi for j in jobs])] if m.any()}}
+                                 for m in [np.array([lo <= j.num_tasks <= hi for j in jobs])] if m.any()},
+            "first_warm_up_ms": warm_ups[0] * 1e3,
+            "full_collections": len(collections.pauses),
+            "full_collection_max_ms": max(collections.pauses, default=0.0) * 1e3}
+
+
+def _seconds(call, *args) -> float:
+    t0 = time.perf_counter()
+    call(*args)
+    return time.perf_counter() - t0
 
 
 def _percentiles(seconds) -> dict:
@@ -186,6 +217,8 @@ def print_breakdown(row: dict) -> None:
     for tasks, r in row["advisor_by_tasks"].items():
         print(f"  advisor, {tasks:>5} tasks{r['jobs']:>6}{r['mean_ms']:>8.3f}{r['p50_ms']:>8.3f}{r['p99_ms']:>8.3f}"
               f"{r['max_ms']:>8.2f}")
+    print(f"  the policy's first warm-up (refresh thread): {row['first_warm_up_ms']:.1f} ms; full garbage "
+          f"collections during the requests: {row['full_collections']} (longest {row['full_collection_max_ms']:.1f} ms)")
 
 
 # -- the client -----------------------------------------------------------------------------

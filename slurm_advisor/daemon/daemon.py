@@ -140,7 +140,7 @@ class Daemon:
         snapshot = self.state.latest()  # its running jobs are every request's (claims change free capacity only)
         if snapshot is not None:
             # In this thread, not the first request's: e.g. the running jobs' expected ends a hold
-            # check reads (330 ms cold at 10,000 nodes), after a start, a model swap, new jobs.
+            # check reads (~0.2 s cold at 10,000 nodes), after a start, a model swap, new jobs.
             self.service.advisor.warm(snapshot)
         self._heap.after_refresh()  # last: what the warm-up cached is frozen with the rest
         if self.ready is not None:

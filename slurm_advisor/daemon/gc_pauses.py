@@ -1,7 +1,7 @@
 """Keeping Python's full garbage collections out of the request path.
 
 A full (generation 2) collection walks every object the interpreter tracks. At 10,000 nodes
-the snapshot, its running jobs and the recent decisions are ~350,000 of them, and one collection
+the snapshot, its running jobs and the recent decisions are hundreds of thousands, and one collection
 held the GIL for 160-210 ms (``benchmarks/advice_latency.py`` at 10,000 nodes, 2026-12-06): a
 request that met one kept slurmctld waiting that long, inside its locks. Nearly all of those
 objects live for a refresh or longer. So after each refresh the daemon moves every object alive

@@ -69,7 +69,7 @@ class PatientPolicy:
         """Fill the caches a hold check reads for ``snapshot``'s running jobs (their expected
         ends): the daemon calls it from its refresh thread, so that no request pays them. Cold,
         a hold check that searches the running jobs' ends costs a speed prediction per running
-        job shape: 60 ms at 1,000 nodes and 330 ms at 10,000 (the benchmark's clusters) once
+        job shape: 86 ms at 1,000 nodes and 213 ms at 10,000 (``advice_latency.py --breakdown``) once
         after a start or a model swap, inside the hook's wait. The predictions run outside the
         cache lock, so a request meanwhile never waits for them."""
         if self.patience <= 0 or not snapshot.running:
@@ -103,8 +103,8 @@ class PatientPolicy:
         """A lower bound on the nodes any placement of the job needs (its total demand over the
         largest node's capacity, per resource). Slurm's choice on the empty cluster (``fewest``)
         uses at least as many, so a placement on no more nodes than this is never held, and the
-        hold check skips that choice (a select over every node, ~0.1-0.3 ms at 1,000 nodes, for
-        each job shape)."""
+        hold check skips that choice (a select over every node, as slurm-default's decision:
+        0.1-0.3 ms at 1,000 nodes in ``decision_time.py``, for each job shape)."""
         layout, largest = self._largest
         if layout is not snapshot.layout:
             largest = snapshot.layout.capacity.max(axis=0) if len(snapshot.nodes) else np.zeros(3, dtype=np.int64)
@@ -203,7 +203,7 @@ class PatientPolicy:
     def fewest(self, snapshot: ClusterSnapshot, job: Job) -> int:
         """``alone``'s node count without its speed prediction (0: the job fits nowhere): whether
         a placement is already as consolidated as Slurm's on the empty cluster asks no more, and
-        a prediction of a large job costs ~1 ms at 1,000 nodes."""
+        a prediction of a large job is the costlier half of ``alone``."""
         key = _shape(job)
         found = self._alone.get(key)
         if found is not None:
