@@ -33,6 +33,7 @@ import numpy as np
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, SpeedSample, TaskAssignment
 from slurm_advisor.errors import InputError
 from slurm_advisor.learned.load_index import LoadIndex
+from slurm_advisor.policies.base import free_shares
 
 PROFILE_FILE = "lif_profile.json"
 FORMAT = "slurm-advisor lif profile"
@@ -221,7 +222,7 @@ class LifPolicy:
         cost = self._node_costs(snapshot, job)
         cap = snapshot.layout.capacity
         free = snapshot.free_array().copy()
-        share = _free_share(free, cap)
+        share = free_shares(free, cap)
         placed: list[TaskAssignment] = []
         for role in job.roles():
             d = job.demand(role)
@@ -231,7 +232,7 @@ class LifPolicy:
             least = fits[cost[fits] == cost[fits].min()]
             i = int(least[np.argmax(share[least])])  # the first of the least loaded: Slurm's order
             free[i] -= (d.cpus, d.gpus, d.mem_mb)
-            share[i] = _free_share(free[i:i + 1], cap[i:i + 1])[0]
+            share[i] = free_shares(free[i:i + 1], cap[i:i + 1])[0]
             placed.append(TaskAssignment(role, snapshot.nodes[i].name))
         return Placement(job.id, tuple(placed))
 
@@ -253,11 +254,6 @@ class LifPolicy:
         # rounded so that equal neighbourhoods tie exactly (then load, then Slurm's order decide)
         return np.round(counts @ weights, 9)
 
-
-def _free_share(free: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """base.free_share for many nodes at once (the same float operations, so the same ties)."""
-    f = np.divide(free, cap, out=np.zeros(free.shape), where=cap > 0)
-    return np.where(cap[:, 1] > 0, 0.6 * f[:, 1] + 0.25 * f[:, 0] + 0.15 * f[:, 2], 0.6 * f[:, 0] + 0.4 * f[:, 2])
 
 
 __all__ = ["PROFILE_FILE", "InterferenceProfile", "LifPolicy", "fit_profile", "profile_for_model"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
-from slurm_advisor.policies.base import best_fitting, free_share, place_task_by_task
+from slurm_advisor.policies.base import free_share, free_shares, place_by_node_score
 
 
 class SpreadPolicy:
@@ -13,8 +13,7 @@ class SpreadPolicy:
 
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator | None = None
               ) -> Placement | None:
-        return place_task_by_task(snapshot, job, best_fitting(
-            lambda free, snap, demand, n: free_share(free[n], snap.node(n).capacity)))
+        return place_by_node_score(snapshot, job, lambda free, cap, demand: free_shares(free, cap))
 
     def score_nodes(self, snapshot: ClusterSnapshot, job: Job) -> dict[str, float]:
         return {n.name: free_share(snapshot.free[n.name], n.capacity) for n in snapshot.nodes}

@@ -130,3 +130,55 @@ def test_oracle_needs_the_ground_truth() -> None:
 def test_baselines_are_registered_under_their_own_names() -> None:
     for name in BASELINES:
         assert make_policy(name).name == name
+
+
+# -- the numpy placement loop against the per-node rule each baseline states ---------------
+def _per_node_rule(snap: ClusterSnapshot, job: Job, score, highest: bool = True) -> list[str] | None:
+    """Each task (PS first) on the node with room whose score(free, capacity, demand) is highest
+    (lowest), the earlier in Slurm's order on a tie: the rule, one node at a time."""
+    free = dict(snap.free)
+    out = []
+    for role in job.roles():
+        demand = job.demand(role)
+        fitting = [n for n in snap.nodes if demand.fits_in(free[n.name])]
+        if not fitting:
+            return None
+        sign = 1.0 if highest else -1.0
+        best = max(fitting, key=lambda n: sign * score(free[n.name], n.capacity, demand))
+        free[best.name] = free[best.name] - demand
+        out.append(best.name)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_spread_tetris_and_pack_place_as_their_per_node_rules(seed: int) -> None:
+    """The baselines score every node in one numpy pass per task (the search asks them in each
+    decision on clusters of thousands of nodes); ties and float rounding must stay the rule's."""
+    from slurm_advisor.policies.base import free_share
+    from slurm_advisor.policies.tetris import alignment
+
+    rng = np.random.default_rng(seed)
+    caps = [(32, 8, 256_000), (48, 8, 384_000), (64, 0, 512_000), (16, 4, 128_000)]
+    cluster = tuple(Node(f"n{i}", *caps[int(rng.integers(len(caps)))]) for i in range(40))
+    snap = ClusterSnapshot.empty(cluster)
+    for k in range(60):  # fragments of every size, equal free vectors included (ties)
+        node = cluster[int(rng.integers(len(cluster)))]
+        demand = Resources(int(rng.integers(1, 5)), int(rng.integers(0, 2)) if node.gpus else 0, 8_000)
+        filler = Job(f"fill{k}", "resnet50", 0, 1, Resources(), demand, 10.0)
+        placement = Placement.of(filler, [node.name])
+        if snap.fits(filler, placement):
+            snap = snap.with_job(filler, placement)
+    rules = {"spread": (lambda f, c, d: free_share(f, c), True),
+             "tetris": (lambda f, c, d: alignment(d, f, c), True),
+             "pack": (lambda f, c, d: free_share(f - d, c), False)}
+    for j in range(30):
+        job = workers(f"j{j}", int(rng.integers(1, 24)), Resources(int(rng.integers(1, 8)), int(rng.integers(0, 3)),
+                                                                   int(rng.integers(1, 40)) * 1_000),
+                      num_ps=int(rng.integers(0, 4)))
+        for name, (score, highest) in rules.items():
+            expected = _per_node_rule(snap, job, score, highest)
+            if name == "pack":  # first the whole job on the fullest node that holds it
+                whole = [n for n in sorted(snap.nodes, key=lambda n: -(1.0 - free_share(snap.free[n.name], n.capacity)))
+                         if job.total_demand().fits_in(snap.free[n.name])]
+                expected = [whole[0].name] * job.num_tasks if whole else expected
+            assert place(name, snap, job) == expected, (name, job)
