@@ -9,6 +9,7 @@ removing one job copies a few hundred entries, not every running job).
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -18,7 +19,7 @@ import numpy as np
 from slurm_advisor.domain.job import Job
 from slurm_advisor.domain.placement import Placement
 from slurm_advisor.domain.resources import Resources
-from slurm_advisor.domain.running_jobs import EMPTY, RunningJobs
+from slurm_advisor.domain.running_jobs import EMPTY, Recent, RunningJobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,9 @@ class NodeLayout:
     """What every snapshot of one cluster shares: nodes in Slurm's order and their indices."""
 
     def __init__(self, nodes: tuple[Node, ...]):
+        #: the last few running-job maps indexed by node (``ClusterSnapshot.jobs_on``): the
+        #: next snapshot's index is patched from the nearest by the jobs that started or ended
+        self.jobs_by_node = Recent()
         self.nodes = nodes
         self.index: Mapping[str, int] = MappingProxyType({n.name: i for i, n in enumerate(nodes)})
         if len(self.index) != len(nodes):
@@ -81,6 +85,48 @@ class NodeLayout:
                 _LAYOUTS.clear()
             _LAYOUTS[id(nodes)] = layout
         return layout
+
+
+def _jobs_by_node(layout: NodeLayout, running: RunningJobs) -> dict[str, tuple[RunningJob, ...]]:
+    """node name -> the running jobs with a task there, in start order. Patched from a recent
+    index of the cluster (an event or a claim away: O(the jobs that changed and their nodes) and
+    a copy of the dict), else built over every running job: at 10,000 nodes a full build took
+    ~15 ms in each decision of the search."""
+    return layout.jobs_by_node.get(running, _build_jobs_by_node, functools.partial(_patched, running=running))
+
+
+def _build_jobs_by_node(running: RunningJobs) -> dict[str, tuple[RunningJob, ...]]:
+    on: dict[str, list[RunningJob]] = {}
+    for rj in running.values():
+        for node in rj.placement.nodes():
+            on.setdefault(node, []).append(rj)
+    return {n: tuple(js) for n, js in on.items()}
+
+
+def _patched(index: dict[str, tuple[RunningJob, ...]], gone: list[RunningJob], new: list[RunningJob], *,
+             running: RunningJobs) -> dict[str, tuple[RunningJob, ...]] | None:
+    """``index`` without ``gone`` and with ``new``, each node's jobs in ``running``'s start order
+    (a new job need not be the latest: a snapshot from before another job ended). None for a
+    job replaced under its id: it keeps its place in start order, so the index is built anew."""
+    if {rj.job.id for rj in gone} & {rj.job.id for rj in new}:
+        return None
+    out = dict(index)
+    for rj in gone:
+        for node in rj.placement.nodes():
+            kept = tuple(o for o in out.get(node, ()) if o is not rj)
+            if kept:
+                out[node] = kept
+            else:
+                out.pop(node, None)
+    touched = set()
+    for rj in new:
+        for node in rj.placement.nodes():
+            out[node] = out.get(node, ()) + (rj,)
+            touched.add(node)
+    for node in touched:
+        if len(out[node]) > 1:
+            out[node] = tuple(sorted(out[node], key=lambda o: running.position(o.job.id)))
+    return out
 
 
 # id(nodes tuple) -> its layout; the layout keeps the tuple alive, so an id is never reused
@@ -204,11 +250,7 @@ class ClusterSnapshot:
         """Running jobs with a task on node ``name`` (index built once per snapshot, on demand)."""
         derived = self._derived
         if derived.jobs_on is None:
-            on: dict[str, list[RunningJob]] = {}
-            for rj in self._running.values():
-                for node in rj.placement.nodes():
-                    on.setdefault(node, []).append(rj)
-            derived.jobs_on = {n: tuple(js) for n, js in on.items()}
+            derived.jobs_on = _jobs_by_node(self.layout, self._running)
         return derived.jobs_on.get(name, ())
 
     def node(self, name: str) -> Node:

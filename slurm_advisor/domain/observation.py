@@ -80,14 +80,22 @@ def uplink_users(layout: NodeLayout, running: Iterable[RunningJob]) -> np.ndarra
     """Per switch id (``NodeLayout.switch_id``): the running jobs that span it and another switch
     (nodes on no switch have no uplink: they count for neither)."""
     crossing = np.zeros(len(layout.switch_names), dtype=np.int64)
-    index, sid = layout.index, layout.switch_id.tolist()
     for rj in running:
-        nodes = rj.placement.nodes()
-        if len(nodes) > 1:  # a one-node job crosses no uplink
-            spanned = {sid[index[n]] for n in nodes if n in index} - {0}
-            if len(spanned) > 1:
-                crossing[list(spanned)] += 1
+        spanned = crossed_uplinks(layout, rj)
+        if spanned:
+            crossing[spanned] += 1
     return crossing
+
+
+def crossed_uplinks(layout: NodeLayout, rj: RunningJob) -> list[int]:
+    """The switch ids whose uplinks ``rj`` crosses: those it spans when it spans two or more
+    (a one-node job, or one within a switch, crosses none)."""
+    nodes = rj.placement.nodes()
+    if len(nodes) < 2:
+        return []
+    index, sid = layout.index, layout.switch_id
+    spanned = {int(sid[index[n]]) for n in nodes if n in index} - {0}
+    return list(spanned) if len(spanned) > 1 else []
 
 
 def _loads(layout: NodeLayout, used_gpus: np.ndarray, crossing: np.ndarray,

@@ -24,6 +24,36 @@ CHUNK = 64     # jobs per chunk at most (a new job opens a new chunk when the la
 BUCKETS = 128  # hash buckets of job id -> chunk number
 
 
+class Recent:
+    """What was derived from the last few running-job maps (``keep``), so that the next map's is
+    patched from the nearest of them by the jobs that started or ended since, rather than built
+    over every running job. A few, not one: a decision also asks about other states (the empty
+    cluster, a cluster with some jobs gone), and one slot would swap between the two lineages.
+    Safe to share between threads: the list is replaced, never changed in place."""
+
+    def __init__(self, keep: int = 4):
+        self.keep = keep
+        self._entries: list[tuple[RunningJobs, object]] = []
+
+    def get(self, running: RunningJobs, build, patch):
+        """``build(running)``, or ``patch(value, gone, new)`` of a recent map's value (None: the
+        patch declines, e.g. a job replaced under its id); the answer is kept for the next."""
+        entries = self._entries  # one read
+        value = None
+        for before, kept in entries:
+            if before is running:
+                return kept
+            changes = running.changes_since(before)
+            if changes is not None:
+                value = patch(kept, *changes)
+                if value is not None:
+                    break
+        if value is None:
+            value = build(running)
+        self._entries = [(running, value), *entries[:self.keep - 1]]
+        return value
+
+
 class RunningJobs(Mapping):
     """job id -> RunningJob in start order; ``adding`` / ``removing`` return new maps."""
 
@@ -64,6 +94,11 @@ class RunningJobs(Mapping):
 
     def __len__(self) -> int:
         return self._len
+
+    def position(self, job_id: str) -> tuple[int, int]:
+        """Where a running job stands in start order, as a sort key: (chunk, place in it)."""
+        n = self._where[hash(job_id) % BUCKETS][job_id]
+        return n, list(self._chunks[n]).index(job_id)
 
     def values(self) -> Iterator[RunningJob]:  # type: ignore[override]  # one pass, in start order
         return itertools.chain.from_iterable(chunk.values() for chunk in self._chunks.values())

@@ -75,6 +75,11 @@ class SearchPolicy:
     def warm(self, snapshot: ClusterSnapshot) -> None:
         if self.patience is not None:
             self.patience.warm(snapshot)  # the "hold" candidate's wait estimate
+        # the running jobs by node and the jobs crossing each uplink, built over every running
+        # job once here: the requests' snapshots (claims on top) patch them
+        if snapshot.nodes:
+            snapshot.jobs_on(snapshot.nodes[0].name)
+        F.rack_loads(snapshot)
 
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | Hold | None:
         base = self.base.place(snapshot, job, rng)

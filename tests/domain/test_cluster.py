@@ -126,3 +126,36 @@ def test_snapshots_that_share_running_jobs_share_what_is_derived_from_them() -> 
     assert [rj.job.id for rj in later.running] == ["a", "b"] and [rj.job.id for rj in snap.running] == ["a"]
     assert later.jobs_on("n2")[0].job.id == "b" and snap.jobs_on("n2") == ()
     assert [rj.job.id for rj in later.without_job("a").running] == ["b"]
+
+
+def test_jobs_per_node_patched_from_the_last_index_equal_a_full_build() -> None:
+    """A snapshot's jobs per node are patched from the last index its cluster built (the jobs
+    that started or ended since), in start order as a build over every running job gives them:
+    through starts, ends, a job replaced under its id, branches from older snapshots and more
+    churn than the patch takes."""
+    import random
+
+    rnd = random.Random(3)
+    nodes = tuple(Node(f"n{i}", 64, 8, 512_000, f"s{i // 4}") for i in range(12))
+    snaps = [ClusterSnapshot.empty(nodes)]
+    for step in range(400):
+        snap = rnd.choice(snaps[-3:]) if step % 7 == 0 else snaps[-1]  # sometimes branch from an older one
+        if snap.running and (rnd.random() < 0.45 or len(snap.running) > 150):
+            snap = snap.without_job(rnd.choice(snap.running).job.id)
+        elif step % 50 == 0 and snap.running:  # the same id again: a dict keeps its place
+            old = snap.running[0]
+            snap = ClusterSnapshot(nodes, dict(snap.free), (*snap.running, RunningJob(old.job, old.placement, 9.0)))
+        else:
+            j = job(f"j{step}", rnd.randint(0, 1), rnd.randint(1, 3))
+            placement = Placement.of(j, [rnd.choice(nodes).name for _ in range(j.num_tasks)])
+            if snap.fits(j, placement):
+                snap = snap.with_job(j, placement)
+        snaps.append(snap)
+        expected: dict[str, list[RunningJob]] = {}
+        for rj in snap.running:
+            for n in rj.placement.nodes():
+                expected.setdefault(n, []).append(rj)
+        for n in nodes:
+            got = snap.jobs_on(n.name)
+            assert len(got) == len(expected.get(n.name, [])) and all(
+                a is b for a, b in zip(got, expected.get(n.name, []))), (step, n.name)

@@ -154,12 +154,14 @@ def test_hold_is_a_candidate_chosen_when_waiting_pays_under_every_member() -> No
     assert started == base
 
 
-def test_a_warm_up_fills_the_hold_candidates_wait_estimate() -> None:
+def test_a_warm_up_fills_the_hold_candidates_wait_estimate_and_the_jobs_by_node() -> None:
     short = replace(make_job("short", num_workers=7), iterations=10.0)
     snap = snapshot_with(NODES, (short, ["n00"] * 7), time=0.0)
     search = SearchPolicy(SlurmDefaultPolicy(), [], Ensemble((0.0, 0.0)))
     search.warm(snap)
     assert [id(rj) for rj in snap.running] == list(search.patience._end_of)
+    # and the running jobs by node: a request's snapshot (a claim on top) patches that index
+    assert snap.layout.jobs_by_node._entries[0][0] is snap.running_jobs
     SearchPolicy(SlurmDefaultPolicy(), [], Ensemble((0.0, 0.0)), hold=False).warm(snap)  # nothing to warm
 
 

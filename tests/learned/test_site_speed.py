@@ -339,6 +339,28 @@ def test_rack_inputs_say_how_busy_the_jobs_racks_are_and_who_crosses_their_uplin
         model.log_speeds_all([job_context(one, (), node_of, vocab, quiet)]).mean()
 
 
+def test_rack_loads_follow_started_and_ended_jobs_as_a_fresh_count_does() -> None:
+    """The jobs crossing each uplink are patched from the last snapshot's by the jobs that
+    started or ended (an event, a claim), also from an older snapshot: always what a count over
+    every running job gives."""
+    import random
+
+    rnd = random.Random(5)
+    nodes = make_nodes(8)
+    snaps = [snapshot_with(nodes)]
+    for step in range(120):
+        snap = snaps[-4] if step % 9 == 8 else snaps[-1]
+        if snap.running and rnd.random() < 0.4:
+            snap = snap.without_job(rnd.choice(snap.running).job.id)
+        else:
+            j = make_job(f"j{step}", NARROW, rnd.randint(0, 1), rnd.randint(1, 3))
+            placement = Placement.of(j, [rnd.choice(nodes).name for _ in range(j.num_tasks)])
+            if snap.fits(j, placement):
+                snap = snap.with_job(j, placement)
+        snaps.append(snap)
+        assert rack_loads(snap) == running_switch_loads(nodes, snap.running), step
+
+
 def test_predictions_reuse_the_parameter_terms_to_the_bit_and_follow_a_change(site_samples) -> None:
     """Inference computes the parameter-only terms once: the same bits as computing them per call,
     and computed again after a parameter changes in place."""
