@@ -31,8 +31,10 @@ class Recent:
     cluster, a cluster with some jobs gone), and one slot would swap between the two lineages.
     Safe to share between threads: the list is replaced, never changed in place."""
 
-    def __init__(self, keep: int = 4):
-        self.keep = keep
+    def __init__(self, keep: int = 4, most_chunks: int = 4):
+        # most_chunks: a patch over more chunks of jobs than this costs more than a build (at
+        # 1,000 nodes the whole cluster is ~15 chunks: the empty cluster's map is that far)
+        self.keep, self.most_chunks = keep, most_chunks
         self._entries: list[tuple[RunningJobs, object]] = []
 
     def get(self, running: RunningJobs, build, patch):
@@ -43,7 +45,7 @@ class Recent:
         for before, kept in entries:
             if before is running:
                 return kept
-            changes = running.changes_since(before)
+            changes = running.changes_since(before, most_chunks=self.most_chunks)
             if changes is not None:
                 value = patch(kept, *changes)
                 if value is not None:
