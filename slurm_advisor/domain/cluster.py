@@ -247,7 +247,8 @@ class ClusterSnapshot:
         return self._running.get(job_id)
 
     def jobs_on(self, name: str) -> tuple[RunningJob, ...]:
-        """Running jobs with a task on node ``name`` (index built once per snapshot, on demand)."""
+        """Running jobs with a task on node ``name``, in start order (the index is made once per
+        set of running jobs, on demand, and patched from a recent one where it can be)."""
         derived = self._derived
         if derived.jobs_on is None:
             derived.jobs_on = _jobs_by_node(self.layout, self._running)

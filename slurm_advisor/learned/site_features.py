@@ -32,9 +32,10 @@ from slurm_advisor.domain import (
     running_switch_loads,
     switch_loads,
 )
+from slurm_advisor.domain.cluster import NodeLayout
 from slurm_advisor.domain.jobtypes import profile_for, reference_speed
 from slurm_advisor.domain.observation import crossed_uplinks, uplink_users
-from slurm_advisor.domain.running_jobs import Recent
+from slurm_advisor.domain.running_jobs import Recent, RunningJobs
 from slurm_advisor.learned.vocab import TypeVocab
 
 # per-job scalars the parametric part reads
@@ -223,7 +224,7 @@ def rack_loads(snapshot: ClusterSnapshot, add: Iterable[RunningJob] = (), remove
     return out
 
 
-def _uplink_users(layout, running) -> np.ndarray:
+def _uplink_users(layout: NodeLayout, running: RunningJobs) -> np.ndarray:
     """``uplink_users`` of ``running``, patched from a recent map's by the jobs that started or
     ended since (an event, a claim), or counted over every running job: a walk over 10,000
     running jobs took ~5 ms in a decision of the search."""
@@ -245,6 +246,7 @@ def _uplink_users(layout, running) -> np.ndarray:
 
 
 _UPLINKS = Recent()  # (layout, jobs crossing each switch's uplink) of the last few running-job maps
+
 # (free array, running jobs, layout, their uplink users, GPUs per switch, the loads)
 _last_loads: tuple = (None, None, None, None, {}, {})
 

@@ -255,6 +255,5 @@ class LifPolicy:
         return np.round(counts @ weights, 9)
 
 
-
 __all__ = ["PROFILE_FILE", "InterferenceProfile", "LifPolicy", "fit_profile", "profile_for_model"]
 
