@@ -12,7 +12,8 @@ a random running job ends, so the load stays near its level.
     python benchmarks/decision_time.py [--sizes 16,1000,10000] [--decisions 300] [--search-model DIR]
                                        [--gap-ms 2]
 
-``--search-model`` adds a row for the search (``learned/search.py``) over that model directory
+``--search-model`` adds a row for the search (``learned/search.py``) over that model directory,
+and one for ``learned-fast`` (what that model's gate picked without the search)
 (it needs a model trained with the site speed model; the shipped default has the older one).
 
 Columns: p50/p99/max over all decisions (each at its fastest of ``--repeats`` tries), the p99
@@ -115,7 +116,9 @@ def advisors(nodes, search_model: Path | None = None) -> dict[str, Advisor]:
         "network, patience 0.85": Advisor(PatientPolicy(network(), speed, 0.85), fallback=slurm),
         "slurm-default, patience 0.85": Advisor(PatientPolicy(SlurmDefaultPolicy(), speed, 0.85),
                                                 fallback=slurm),
-        **({"search": Advisor(make_policy("search", PolicyContext(model_dir=search_model)), fallback=slurm)}
+        **({"search": Advisor(make_policy("search", PolicyContext(model_dir=search_model)), fallback=slurm),
+            "learned-fast": Advisor(make_policy("learned-fast", PolicyContext(model_dir=search_model)),
+                                    fallback=slurm)}
            if search_model else {}),
     }
 

@@ -36,6 +36,7 @@ from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
 from slurm_advisor.domain.report import SpeedReport
 from slurm_advisor.errors import InputError
+from slurm_advisor.policies import FROM_MODEL
 from slurm_advisor.store import Store
 
 log = logging.getLogger("slurm_advisor.daemon")
@@ -60,8 +61,9 @@ class Daemon:
         self.store = store
         self._advise_lock = threading.Lock()  # claims: one decision at a time sees the previous ones
         self._heap = FrozenHeap()  # full garbage collections out of the requests' way (gc_pauses)
-        self.models = ModelFollower(config.models_dir, service, self._advise_lock, self.state.counters) \
-            if config.policy == "learned" else None  # retrain's promotions, picked up without a restart
+        self.models = ModelFollower(config.models_dir, service, self._advise_lock, self.state.counters,
+                                    policy=config.policy) \
+            if config.policy in FROM_MODEL else None  # retrain's promotions, picked up without a restart
         self.refresher = Refresher(self.state, source, queue, period_s=config.refresh_s,
                                    pin_bound_s=config.pin_bound_s, node_counts=self._user_node_counts,
                                    on_advised=self._track_outcomes,
@@ -321,15 +323,15 @@ def build_daemon(config: DaemonConfig) -> Daemon:
     try:
         policy = make_policy(config.policy, PolicyContext(model_dir=model))
     except InputError as exc:
-        if config.policy != "learned":
+        if config.policy not in FROM_MODEL:
             raise
         # A corrupt or missing model must not stop the advice: Slurm's own rule serves, the log
         # and `status` say why, and the model follower swaps in the next model that loads.
         problem = f"model {model or 'packaged'} does not load ({exc}); serving slurm-default"
         log.error("%s", problem)
         policy = SlurmDefaultPolicy()
-    fallback = SlurmDefaultPolicy() if config.policy == "learned" and problem is None else None
-    version = None if config.policy != "learned" or problem else \
+    fallback = SlurmDefaultPolicy() if config.policy in FROM_MODEL and problem is None else None
+    version = None if config.policy not in FROM_MODEL or problem else \
         (model.name if model != config.model else model_version(model))
     snapshot = source.snapshot()
     show_config = _show_config(queue)

@@ -6,6 +6,7 @@ the hook, so the snapshot is refreshed in the background and requests read the l
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -168,9 +169,10 @@ class ModelFollower:
     service's advisor under the advise lock. A model that does not load is logged and counted,
     the current one kept, and not tried again until the pointer moves."""
 
-    def __init__(self, models_dir: Path, service, lock: threading.Lock, counters: Counters, load=None):
+    def __init__(self, models_dir: Path, service, lock: threading.Lock, counters: Counters, load=None,
+                 policy: str = "learned"):
         self.models_dir, self.service, self.lock, self.counters = Path(models_dir), service, lock, counters
-        self._load = load or _learned_advisor
+        self._load = load or functools.partial(_learned_advisor, policy=policy)  # learned or learned-fast
         self._tried: str | None = None  # the last version tried, loaded or not
 
     def check(self) -> bool:
@@ -196,9 +198,9 @@ class ModelFollower:
         return True
 
 
-def _learned_advisor(model_dir: Path):
+def _learned_advisor(model_dir: Path, policy: str = "learned"):
     from slurm_advisor.advisor import Advisor
     from slurm_advisor.policies import PolicyContext, make_policy
     from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 
-    return Advisor(make_policy("learned", PolicyContext(model_dir=model_dir)), fallback=SlurmDefaultPolicy())
+    return Advisor(make_policy(policy, PolicyContext(model_dir=model_dir)), fallback=SlurmDefaultPolicy())

@@ -196,9 +196,18 @@ def _deployment(meta_path: Path, meta: dict) -> None:
     if deploy not in ("network", "search", *BASELINES):
         raise InputError(f"{meta_path}: field 'deploy' must be one of network, search, {', '.join(BASELINES)}; "
                          f"got {deploy!r}")
-    patience = meta.get("patience", 0.0)
+    _patience(meta_path, "patience", meta.get("patience", 0.0))
+    fast = meta.get("fast_deploy")  # optional: models trained before it have none (learned-fast: the teacher)
+    if fast is not None:
+        if not isinstance(fast, dict) or fast.get("deploy") not in ("network", *BASELINES):
+            raise InputError(f"{meta_path}: field 'fast_deploy' must be an object whose 'deploy' is one of "
+                             f"network, {', '.join(BASELINES)} (not the search); got {fast!r}")
+        _patience(meta_path, "fast_deploy.patience", fast.get("patience", 0.0))
+
+
+def _patience(meta_path: Path, field: str, patience: object) -> None:
     if isinstance(patience, bool) or not isinstance(patience, int | float) or not 0 <= patience <= 1:
-        raise InputError(f"{meta_path}: field 'patience' must be a number from 0 to 1, got {patience!r}")
+        raise InputError(f"{meta_path}: field '{field}' must be a number from 0 to 1, got {patience!r}")
 
 
 def _load_weights(net: torch.nn.Module, path: Path) -> None:

@@ -38,15 +38,21 @@ class GatedPolicy:
         warm(self.teacher, snapshot)
 
 
-def load_learned_policy(model_dir: Path | None) -> Policy:
+def load_learned_policy(model_dir: Path | None, fast: bool = False) -> Policy:
+    """The model as its gate deployed it; ``fast`` (``learned-fast``): where that is the search,
+    whose decisions do not fit the daemon's 2 ms budget, the gate's pick among the other
+    candidates (meta.json ``fast_deploy``; the plain teacher for a model trained before it)."""
     from slurm_advisor.policies import make_policy
 
     ckpt = checkpoint.load(model_dir)
     deploy = ckpt.meta.get("deploy", "network")
+    patience = float(ckpt.meta.get("patience", 0.0))
+    if deploy == "search" and fast:
+        cheaper = ckpt.meta.get("fast_deploy") or {"deploy": ckpt.meta.get("teacher", "slurm-default")}
+        deploy, patience = cheaper["deploy"], float(cheaper.get("patience", 0.0))
     if deploy == "search":  # it holds by its own weighing: no patience on top
         return GatedPolicy(_search(ckpt, model_dir))
     inner = _network(ckpt) if deploy == "network" else make_policy(deploy)
-    patience = float(ckpt.meta.get("patience", 0.0))
     if patience > 0:  # hold jobs by the fitted speed model's predictions, as training judged it
         inner = PatientPolicy(inner, ckpt.speed_model, patience)
     return inner if deploy == "network" else GatedPolicy(inner)

@@ -73,6 +73,9 @@ class TrainReport:
     seconds: float = 0.0
     deploy: str = "network"  # or the teacher's name when the network did not beat it
     patience: float = 0.0    # hold jobs whose predicted speed is below this share of alone (0: never)
+    # what `learned-fast` deploys: the same gate over every candidate but the search, whose
+    # decisions do not fit the daemon's 2 ms budget (equal to deploy/patience when that is not the search)
+    fast: tuple[str, float] = ("network", 0.0)
     # (proposer, patience) -> avg JCT on each validation trace under the fitted model;
     # proposer = network or teacher
     candidates: dict[tuple[str, float], tuple[float, ...]] = field(default_factory=dict)
@@ -85,24 +88,38 @@ class TrainReport:
     def chosen(self) -> tuple[str, float]:
         """The candidate with the best worst-case ratio to the plain teacher; on a tie the
         teacher (the simpler, explainable rule) and then the lower patience (fewer jobs held)."""
-        ref = self.teacher_scores[self.teacher]
-        return min(self.candidates, key=lambda c: (worst_ratio(self.candidates[c], ref), c[0] != self.teacher, c[1]))
+        return self.best_of(self.candidates)
 
-    def promotion(self, margin: float) -> tuple[str, float]:
-        """Deploy the best candidate only if it beats the plain teacher by ``margin`` on every
-        validation trace under the fitted model *and* under the independently fitted judge: RL
-        learns to please the model it trains against, errors included; a second model with
-        other errors is far harder to fool. Otherwise the plain teacher, which never holds a job."""
-        wins = worst_ratio(self.candidates[self.chosen], self.teacher_scores[self.teacher]) < 1 - margin
-        if self.judge_scores:
-            wins = wins and worst_ratio(self.judge_scores["chosen"], self.judge_scores["teacher"]) < 1 - margin
-        return self.chosen if wins else (self.teacher, 0.0)
+    @property
+    def chosen_without_search(self) -> tuple[str, float]:
+        """``chosen`` among the candidates that decide within the daemon's budget (all but the
+        search): what ``learned-fast`` deploys when the search is chosen."""
+        return self.best_of({c: v for c, v in self.candidates.items() if c[0] != "search"})
+
+    def best_of(self, candidates: dict[tuple[str, float], tuple[float, ...]]) -> tuple[str, float]:
+        ref = self.teacher_scores[self.teacher]
+        return min(candidates, key=lambda c: (worst_ratio(self.candidates[c], ref), c[0] != self.teacher, c[1]))
+
+    def promotion(self, margin: float, candidate: tuple[str, float] | None = None,
+                  judge_scores: dict[str, tuple[float, ...]] | None = None) -> tuple[str, float]:
+        """Deploy the best candidate (or ``candidate``, judged by ``judge_scores``) only if it
+        beats the plain teacher by ``margin`` on every validation trace under the fitted model
+        *and* under the independently fitted judge: RL learns to please the model it trains
+        against, errors included; a second model with other errors is far harder to fool.
+        Otherwise the plain teacher, which never holds a job."""
+        candidate = candidate or self.chosen
+        judged = self.judge_scores if judge_scores is None else judge_scores
+        wins = worst_ratio(self.candidates[candidate], self.teacher_scores[self.teacher]) < 1 - margin
+        if judged:
+            wins = wins and worst_ratio(judged["chosen"], judged["teacher"]) < 1 - margin
+        return candidate if wins else (self.teacher, 0.0)
 
     def deployment_meta(self) -> dict:
         """What the checkpoint's meta.json must say for the policy to load as it was judged."""
         return {"teacher": self.teacher, "validation_traces": list(VALIDATION_TRACES),
                 "teacher_validation_jct": {k: list(v) for k, v in self.teacher_scores.items()},
                 "deploy": self.deploy, "patience": self.patience,
+                "fast_deploy": {"deploy": self.fast[0], "patience": self.fast[1]},
                 "best_validation_jct": self.best_validation_jct,
                 "candidates_validation_jct": [{"proposer": p, "patience": k, "avg_jct": list(v)}
                                               for (p, k), v in self.candidates.items()],
@@ -211,16 +228,23 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
                                        proposers=("network", teacher) if ablation.network else (teacher,),
                                        levels=PATIENCE_LEVELS if ablation.holding else (0.0,))
     report.judge = _judge_source(samples, judge_samples)
-    report.judge_scores = _judge(net, teacher, report.chosen, fitted, judge_samples or samples, nodes, validation,
-                                 schema, hp, report.lif_profile)
+    judge = _fit_judge(judge_samples or samples, hp)
+    report.judge_scores = _judge(net, teacher, report.chosen, fitted, judge, nodes, validation, schema, hp,
+                                 report.lif_profile)
     report.deploy, report.patience = report.promotion(hp.promote_margin)
+    report.fast = (report.deploy, report.patience)
+    if report.deploy == "search":  # the cheaper path, judged as the deployed one was
+        alternative = report.chosen_without_search
+        report.fast = report.promotion(hp.promote_margin, alternative, _judge(
+            net, teacher, alternative, fitted, judge, nodes, validation, schema, hp, report.lif_profile))
     curve = " ".join(f"{c['validation_jct'] / 3600:.1f}" for c in report.curve if c["validation_jct"] is not None)
     proposer, patience = report.chosen
     log(f"validation avg JCT (h) by episode: {curve}; kept {report.best_validation_jct / 3600:.1f} "
         f"(teacher {scores[teacher][0] / 3600:.1f}); best candidate: {proposer} at patience {patience}, "
         f"{_hours(report.candidates[report.chosen])} vs teacher {_hours(scores[teacher])}; independent judge: "
         f"that {_hours(report.judge_scores['chosen'])}, teacher {_hours(report.judge_scores['teacher'])}; "
-        f"deploys: {report.deploy} at patience {report.patience}")
+        f"deploys: {report.deploy} at patience {report.patience}"
+        + (f" (learned-fast: {report.fast[0]} at patience {report.fast[1]})" if report.deploy == "search" else ""))
     report.seconds = time.time() - started
     return report
 
@@ -267,13 +291,17 @@ def _judge_source(samples: Sequence[SpeedSample], judge_samples: Sequence[SpeedS
     return f"the training samples ({len(samples)}), other seed and split"
 
 
-def _judge(net: PolicyNet, teacher: str, chosen: tuple[str, float], fitted, samples, nodes,
+def _fit_judge(samples: Sequence[SpeedSample], hp: Hyper) -> SiteSpeedModel:
+    """A second speed model fitted on ``samples`` (the judge's own, when there are any) with
+    another seed and split."""
+    return fit_site_model(samples, replace(hp, seed=hp.seed + 1))[0]
+
+
+def _judge(net: PolicyNet, teacher: str, chosen: tuple[str, float], fitted, judge, nodes,
            validation: list[list[Job]], schema: FeatureSchema, hp: Hyper,
            lif_profile: InterferenceProfile | None = None) -> dict[str, tuple[float, ...]]:
-    """Replay the validation traces under a second speed model fitted on ``samples`` (the judge's
-    own, when there are any) with another seed and split. The chosen candidate still holds jobs
-    by the *fitted* model's predictions, as deployed."""
-    judge, _ = fit_site_model(samples, replace(hp, seed=hp.seed + 1))
+    """Replay the validation traces under the ``judge`` model for a candidate and the teacher.
+    The candidate still holds jobs by the *fitted* model's predictions, as deployed."""
     return {"chosen": replay(nodes, validation, lambda: deployable(net, schema, *chosen, fitted, lif_profile),
                              judge, hp.seed),
             "teacher": replay(nodes, validation, lambda: make_policy(teacher), judge, hp.seed)}

@@ -68,6 +68,11 @@ def _learned(ctx: PolicyContext) -> Policy:
     return load_learned_policy(ctx.model_dir)
 
 
+def _learned_fast(ctx: PolicyContext) -> Policy:
+    from slurm_advisor.learned.policy_adapter import load_learned_policy
+    return load_learned_policy(ctx.model_dir, fast=True)
+
+
 def _search(ctx: PolicyContext) -> Policy:
     from slurm_advisor.learned.policy_adapter import load_search_policy
     return load_search_policy(ctx.model_dir)
@@ -83,9 +88,13 @@ POLICIES: dict[str, Callable[[PolicyContext], Policy]] = {
     "lif": _lif,
     "oracle": _oracle,
     "learned": _learned,
+    "learned-fast": _learned_fast,
     "search": _search,
 }
 
+# Policies loaded from a trained model directory: the daemon follows retrain's promotions for
+# them and falls back to Slurm's own rule when the model does not load.
+FROM_MODEL = ("learned", "learned-fast")
 BASELINES = ("slurm-default", "slurm-topo", "pack", "spread", "random", "tetris", "lif")
 
 
@@ -95,4 +104,4 @@ def make_policy(name: str, ctx: PolicyContext | None = None) -> Policy:
     return POLICIES[name](ctx or PolicyContext())
 
 
-__all__ = ["BASELINES", "POLICIES", "Policy", "PolicyContext", "make_policy"]
+__all__ = ["BASELINES", "FROM_MODEL", "POLICIES", "Policy", "PolicyContext", "make_policy"]

@@ -14,7 +14,7 @@ from slurm_advisor.speedmodels.base import SpeedModel
 
 # Policies that may decline to place a job Slurm could place; the site's default then decides,
 # exactly as the daemon does (the hook fails open to Slurm's own choice).
-_WITH_FALLBACK = {"learned", "search"}
+_WITH_FALLBACK = {"learned", "learned-fast", "search"}
 
 
 def build_advisor(name: str, truth: SpeedModel, model_dir: Path | None = None) -> Advisor:

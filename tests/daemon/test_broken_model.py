@@ -45,3 +45,26 @@ def test_a_good_model_reports_no_problem(tmp_path):
         assert status["policy"] == "learned" and status["model"] and status["model_problem"] is None
     finally:
         daemon.stop()
+
+
+def test_learned_fast_is_served_from_the_model_and_follows_promotions_as_learned(tmp_path):
+    """`--policy learned-fast` (the gate's pick without the search) loads from the same model
+    directory as `learned`: its version, its fallback, the model follower with the same policy."""
+    daemon = build_daemon(_config(tmp_path, policy="learned-fast"))
+    try:
+        status = daemon.status()
+        assert status["policy"] == "learned" and status["model"] and status["model_problem"] is None
+        assert daemon.models is not None
+        advisor = daemon.models._load(DEFAULT_MODEL_DIR)
+        assert advisor.fallback is not None and advisor.policy.name == "learned"
+    finally:
+        daemon.stop()
+    broken = tmp_path / "models" / "0123456789ab"
+    shutil.copytree(DEFAULT_MODEL_DIR, broken)
+    (broken / "policy.pt").unlink()
+    point_active(tmp_path / "models", broken.name)
+    daemon = build_daemon(_config(tmp_path, policy="learned-fast"))
+    try:
+        assert daemon.status()["policy"] == "slurm-default"  # a broken model: Slurm's own rule serves
+    finally:
+        daemon.stop()

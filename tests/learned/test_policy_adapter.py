@@ -5,6 +5,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Resources
@@ -67,3 +68,45 @@ def test_a_model_trained_to_hold_jobs_loads_with_its_patience_and_fitted_speed_m
     assert isinstance(holding, PatientPolicy) and holding.patience == 0.7
     assert holding.inner.name == "pack" and isinstance(holding.speed, LearnedSpeedModel)
     assert isinstance(network, PatientPolicy) and isinstance(network.inner, LearnedPolicy)
+
+
+def _save_meta(directory: Path, meta: dict) -> Path:
+    torch.manual_seed(0)
+    policy = PolicyNet(SCHEMA.node_dim, SCHEMA.global_dim, HP.hidden)
+    speed = SpeedNet(SCHEMA.sample_dim, HP.speed_hidden)
+    return checkpoint.save(directory, policy, speed, SCHEMA, HP, meta)
+
+
+def test_learned_fast_deploys_the_gates_pick_without_the_search(tmp_path: Path) -> None:
+    """Where the gate deployed the search (too slow for the daemon's 2 ms budget), learned-fast
+    deploys ``fast_deploy``, the same gate's pick among the other candidates, and never builds the
+    search (which this model, with the older speed model, could not even load); a model trained
+    before ``fast_deploy`` deploys its plain teacher; any other model deploys as `learned`."""
+    from slurm_advisor.errors import InputError
+    from slurm_advisor.learned.patience import PatientPolicy
+
+    job = Job("j", "vgg16", 1, 2, Resources(2, 0, 1000), Resources(2, 1, 1000), 10.0)
+    snap, rng = _busy_snapshot(), np.random.default_rng(0)
+    searched = _save_meta(tmp_path / "s", {"deploy": "search", "patience": 0.0, "teacher": "tetris",
+                                           "fast_deploy": {"deploy": "pack", "patience": 0.0}})
+    fast = make_policy("learned-fast", PolicyContext(model_dir=searched))
+    assert fast.place(snap, job, rng) == make_policy("pack").place(snap, job, rng)
+    with pytest.raises(InputError, match="site speed model"):
+        make_policy("learned", PolicyContext(model_dir=searched))
+    holding = _save_meta(tmp_path / "h", {"deploy": "search", "patience": 0.0,
+                                          "fast_deploy": {"deploy": "slurm-default", "patience": 0.5}})
+    assert isinstance(make_policy("learned-fast", PolicyContext(model_dir=holding)).teacher, PatientPolicy)
+    older = _save_meta(tmp_path / "o", {"deploy": "search", "patience": 0.0, "teacher": "tetris"})
+    fast = make_policy("learned-fast", PolicyContext(model_dir=older))
+    assert fast.place(snap, job, rng) == make_policy("tetris").place(snap, job, rng)
+    network = make_policy("learned-fast", PolicyContext(model_dir=_save(tmp_path / "n", "network")))
+    assert isinstance(network, LearnedPolicy)
+
+
+def test_a_fast_deploy_that_is_the_search_or_unknown_is_refused(tmp_path: Path) -> None:
+    from slurm_advisor.errors import InputError
+
+    for bad in ({"deploy": "search"}, {"deploy": "magic"}, "pack", {"deploy": "pack", "patience": 2}):
+        directory = _save_meta(tmp_path / f"b{abs(hash(str(bad)))}", {"deploy": "search", "fast_deploy": bad})
+        with pytest.raises(InputError, match=r"meta\.json: field 'fast_deploy"):
+            checkpoint.load(directory)

@@ -87,6 +87,13 @@ def test_every_patience_level_is_replayed_for_network_and_teacher(trained) -> No
         worst_ratio(v, ref) for v in report.candidates.values())
     assert (report.deploy, report.patience) in {report.chosen, (report.teacher, 0.0)}
     assert set(report.judge_scores) == {"chosen", "teacher"}
+    # learned-fast's deployment: never the search; the deployed one when that is not the search
+    assert report.fast[0] != "search"
+    if report.deploy != "search":
+        assert report.fast == (report.deploy, report.patience)
+    else:
+        assert report.fast in {report.chosen_without_search, (report.teacher, 0.0)}
+    assert report.deployment_meta()["fast_deploy"] == {"deploy": report.fast[0], "patience": report.fast[1]}
 
 
 def test_report_names_a_teacher_and_a_fitted_speed_model(trained, samples) -> None:
@@ -228,6 +235,16 @@ def test_promotion_may_ship_the_teacher_with_patience_but_never_holds_unjudged()
     assert report.promotion(0.03) == ("slurm-default", 0.5)
     report.judge_scores = {"chosen": (100.0, 200.0), "teacher": (100.0, 200.0)}
     assert report.promotion(0.03) == ("slurm-default", 0.0)  # rejected: the plain teacher, no holding
+
+
+def test_learned_fasts_pick_is_the_best_candidate_but_the_search_and_passes_the_same_gate() -> None:
+    report = _report("slurm-default", {("search", 0.0): (50.0, 100.0), ("network", 0.5): (80.0, 150.0),
+                                       ("slurm-default", 0.7): (70.0, 190.0), ("slurm-default", 0.0): (100.0, 200.0)})
+    assert report.chosen == ("search", 0.0) and report.chosen_without_search == ("network", 0.5)
+    judged = {"chosen": (85.0, 160.0), "teacher": (100.0, 200.0)}
+    assert report.promotion(0.03, report.chosen_without_search, judged) == ("network", 0.5)
+    judged = {"chosen": (99.0, 160.0), "teacher": (100.0, 200.0)}  # the judge sees no clear win
+    assert report.promotion(0.03, report.chosen_without_search, judged) == ("slurm-default", 0.0)
 
 
 def test_replays_under_one_model_share_its_isolated_speeds() -> None:

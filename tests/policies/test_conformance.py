@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Resources
-from slurm_advisor.policies import POLICIES, PolicyContext, make_policy
+from slurm_advisor.policies import FROM_MODEL, POLICIES, PolicyContext, make_policy
 from slurm_advisor.policies.base import Hold
 from slurm_advisor.speedmodels.contention import ContentionSpeedModel
 
-NAMES = [name for name in POLICIES if name != "learned"]  # learned needs a trained checkpoint
+NAMES = [name for name in POLICIES if name not in FROM_MODEL]  # these load a checkpoint, named "learned"
 HOLDING = {"search"}  # may answer Hold: it weighs waiting against starting with a speed model
 
 NODES = (Node("a1", 32, 8, 256_000, "s1"), Node("a2", 32, 8, 256_000, "s1"),
@@ -91,6 +91,6 @@ def test_policy_returns_none_when_the_job_cannot_fit(name: str, site_model_dir: 
             assert policy.place(snap, j, np.random.default_rng(seed)) is None, (name, j.id)
 
 
-def test_every_policy_but_learned_is_covered() -> None:
-    assert set(NAMES) == set(POLICIES) - {"learned"}
+def test_every_policy_but_the_checkpoint_ones_is_covered() -> None:
+    assert set(NAMES) == set(POLICIES) - {"learned", "learned-fast"}
     assert len(NAMES) >= 6
