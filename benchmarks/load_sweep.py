@@ -11,7 +11,8 @@ every policy runs every test trace at every load of ``LOADS``. For each truth an
 3. every baseline of the registry (``policies.BASELINES``: slurm-default, slurm-topo and the
    rules), each trained model (``learned``: as training deployed it) and the search over each
    trained model (``search``: ``learned/search.py``, the model's speed ensemble weighing every
-   proposer's placement and "hold") run the test traces at each load under the ground truth.
+   proposer's placement and "hold"), and ``learned-fast`` over each (the gate's pick without the
+   search, for the daemon's time budget) run the test traces at each load under the ground truth.
 
 Truths: ``contention`` (the project's) and ``site-holdout`` (``benchmarks/truths/site_holdout.py``,
 frozen before it was first used here; its traces carry the site's own type names, none of them
@@ -137,17 +138,19 @@ def sweep_setting(nodes, truth, raw, hp: Hyper, train_seeds, loads, log, models:
 
 
 def _evaluate(nodes, jobs, truth, trained: dict[str, Path]) -> dict:
-    """Every baseline, trained model and the search over each ``learned`` model on ``jobs``;
+    """Every baseline, trained model, and the search and ``learned-fast`` over each ``learned``
+    model on ``jobs``;
     ``lif`` uses the interference profile fitted beside the first training seed's model
     (``experiment.evaluate`` takes it from the model named ``learned``)."""
     first, *others = trained
     models = {"learned": trained[first], **{k: trained[k] for k in others}}
     results = evaluate(nodes, jobs, truth, BASELINES, models, seed=0)
     results[first] = results.pop("learned")
-    for name, directory in trained.items():  # learned/seedS -> search/seedS
+    for name, directory in trained.items():  # learned/seedS -> search/seedS, learned-fast/seedS
         if name.startswith("learned/"):
-            results[name.replace("learned/", "search/")] = compare(nodes, jobs, truth, ["search"], seed=0,
-                                                                    model_dir=directory)["search"]
+            for other in ("search", "learned-fast"):
+                results[name.replace("learned/", other + "/")] = compare(nodes, jobs, truth, [other], seed=0,
+                                                                          model_dir=directory)[other]
     return results
 
 
