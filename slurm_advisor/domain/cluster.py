@@ -63,6 +63,7 @@ class NodeLayout:
         ids = {s: i + 1 for i, s in enumerate(switches)}
         self.switch_id = np.array([ids.get(n.switch, 0) for n in nodes], dtype=np.int64)
         self.switch_id.flags.writeable = False
+        self.switch_ids: list[int] = self.switch_id.tolist()  # the same, for per-node lookups in Python loops
         # the switch ids in the order topology.conf would list them: by their first node
         _, first = np.unique(self.switch_id, return_index=True)
         self.switch_order = self.switch_id[np.sort(first)]

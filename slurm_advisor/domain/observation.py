@@ -93,8 +93,8 @@ def crossed_uplinks(layout: NodeLayout, rj: RunningJob) -> list[int]:
     nodes = rj.placement.nodes()
     if len(nodes) < 2:
         return []
-    index, sid = layout.index, layout.switch_id
-    spanned = {int(sid[index[n]]) for n in nodes if n in index} - {0}
+    index, sid = layout.index, layout.switch_ids
+    spanned = {sid[index[n]] for n in nodes if n in index} - {0}
     return list(spanned) if len(spanned) > 1 else []
 
 

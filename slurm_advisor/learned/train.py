@@ -15,6 +15,7 @@ the cluster has room and lose when it fills; the busier replay is where that sho
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -229,14 +230,15 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
                                        levels=PATIENCE_LEVELS if ablation.holding else (0.0,))
     report.judge = _judge_source(samples, judge_samples)
     judge = _fit_judge(judge_samples or samples, hp)
-    report.judge_scores = _judge(net, teacher, report.chosen, fitted, judge, nodes, validation, schema, hp,
-                                 report.lif_profile)
+    judged = functools.partial(_judged, net, fitted, judge, nodes, validation, schema, hp, report.lif_profile)
+    report.judge_scores = {"chosen": judged(report.chosen),
+                           "teacher": replay(nodes, validation, lambda: make_policy(teacher), judge, hp.seed)}
     report.deploy, report.patience = report.promotion(hp.promote_margin)
     report.fast = (report.deploy, report.patience)
     if report.deploy == "search":  # the cheaper path, judged as the deployed one was
         alternative = report.chosen_without_search
-        report.fast = report.promotion(hp.promote_margin, alternative, _judge(
-            net, teacher, alternative, fitted, judge, nodes, validation, schema, hp, report.lif_profile))
+        report.fast = report.promotion(hp.promote_margin, alternative,
+                                       {**report.judge_scores, "chosen": judged(alternative)})
     curve = " ".join(f"{c['validation_jct'] / 3600:.1f}" for c in report.curve if c["validation_jct"] is not None)
     proposer, patience = report.chosen
     log(f"validation avg JCT (h) by episode: {curve}; kept {report.best_validation_jct / 3600:.1f} "
@@ -297,14 +299,11 @@ def _fit_judge(samples: Sequence[SpeedSample], hp: Hyper) -> SiteSpeedModel:
     return fit_site_model(samples, replace(hp, seed=hp.seed + 1))[0]
 
 
-def _judge(net: PolicyNet, teacher: str, chosen: tuple[str, float], fitted, judge, nodes,
-           validation: list[list[Job]], schema: FeatureSchema, hp: Hyper,
-           lif_profile: InterferenceProfile | None = None) -> dict[str, tuple[float, ...]]:
-    """Replay the validation traces under the ``judge`` model for a candidate and the teacher.
-    The candidate still holds jobs by the *fitted* model's predictions, as deployed."""
-    return {"chosen": replay(nodes, validation, lambda: deployable(net, schema, *chosen, fitted, lif_profile),
-                             judge, hp.seed),
-            "teacher": replay(nodes, validation, lambda: make_policy(teacher), judge, hp.seed)}
+def _judged(net: PolicyNet, fitted, judge, nodes, validation: list[list[Job]], schema: FeatureSchema, hp: Hyper,
+            lif_profile: InterferenceProfile | None, candidate: tuple[str, float]) -> tuple[float, ...]:
+    """A candidate's avg JCTs on the validation traces under the ``judge`` model. It still holds
+    jobs by the *fitted* model's predictions, as deployed."""
+    return replay(nodes, validation, lambda: deployable(net, schema, *candidate, fitted, lif_profile), judge, hp.seed)
 
 
 def pick_teacher(scores: dict[str, Sequence[float]], margin: float = 0.02) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.domain import Job, Node
-from slurm_advisor.policies import PolicyContext, make_policy
+from slurm_advisor.policies import FROM_MODEL, PolicyContext, make_policy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.engine import Recorder, Simulation
 from slurm_advisor.sim.metrics import SimResult
@@ -14,7 +14,7 @@ from slurm_advisor.speedmodels.base import SpeedModel
 
 # Policies that may decline to place a job Slurm could place; the site's default then decides,
 # exactly as the daemon does (the hook fails open to Slurm's own choice).
-_WITH_FALLBACK = {"learned", "learned-fast", "search"}
+_WITH_FALLBACK = {*FROM_MODEL, "search"}
 
 
 def build_advisor(name: str, truth: SpeedModel, model_dir: Path | None = None) -> Advisor:
