@@ -2,7 +2,7 @@
 
 Started by allreduce.sbatch with ``srun --distribution=arbitrary`` and the hostfile of
 ``slurm-advisor layout --format hostfile`` (task r on line r). Rank 0 opens the rendezvous at
-MASTER_ADDR:MASTER_PORT (the first worker's node, from the layout). Joining the group and the
+MASTER_ADDR:MASTER_PORT (the first worker's node, from the layout). Joining and leaving the group and the
 one-line report are ps_worker.py's (same folder), as are the model and the speed reports to the
 advisor (rank 0, every 10 iterations). Prints, per task, its node, the node the layout advised
 and the iterations/s it reached.
@@ -14,7 +14,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from ps_worker import ITERATIONS, model, report, speed_reporter, start
+from ps_worker import ITERATIONS, finish, model, report, speed_reporter, start
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -41,6 +41,8 @@ def main() -> None:
         reporter.flush()
     report("worker", rank, rank, node, ITERATIONS / (time.perf_counter() - began),
            f" world={world} loss={loss.item():.3f}")
+    del net  # DDP's reducer holds the group: let it go first
+    finish()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ A MASTER_ADDR that does not resolve (the testbed's n1..n4 all live on localhost)
 """
 from __future__ import annotations
 
-import atexit
 import datetime
 import os
 import socket
@@ -39,8 +38,19 @@ def start() -> tuple[int, int, str]:
         os.environ["MASTER_ADDR"] = "127.0.0.1"
     torch.set_num_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", "1")))
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
-    atexit.register(dist.destroy_process_group)
     return rank, world, os.environ.get("SLURMD_NODENAME", socket.gethostname())
+
+
+def finish() -> None:
+    """Leave the process group once every rank is done with it.
+
+    The barrier keeps a rank from tearing its connections down while another still sends on them,
+    and destroying the group before the interpreter exits joins gloo's threads while Python is
+    whole: left to exit, a rank could abort ("terminate called without an active exception").
+    Called on success only: after an error the other ranks may never reach the barrier.
+    """
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def report(role: str, index: int, rank: int, node: str, rate: float, extra: str = "") -> None:
@@ -93,6 +103,7 @@ def main() -> None:
         if reporter:
             reporter.flush()
         report("ps", rank, rank, node, ITERATIONS / (time.perf_counter() - began), f" shard={hi - lo}")
+        finish()
         return
     for _ in range(ITERATIONS):
         x = torch.randn(128, 64)
@@ -108,6 +119,7 @@ def main() -> None:
             flat[lo:hi] = shard
         nn.utils.vector_to_parameters(flat, params)
     report("worker", rank - num_ps, rank, node, ITERATIONS / (time.perf_counter() - began), f" loss={loss.item():.3f}")
+    finish()
 
 
 if __name__ == "__main__":
