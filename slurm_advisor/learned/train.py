@@ -80,8 +80,7 @@ class TrainReport:
     # (proposer, patience) -> avg JCT on each validation trace under the fitted model;
     # proposer = network or teacher
     candidates: dict[tuple[str, float], tuple[float, ...]] = field(default_factory=dict)
-    # chosen, teacher under the judge; and search where it passed the fitted model but was not chosen
-    judge_scores: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    judge_scores: dict[str, tuple[float, ...]] = field(default_factory=dict)  # chosen, teacher under the judge
     judge: str = ""  # what the judge was fitted on
     # the `lif` baseline's pairwise interference, fitted on the same samples (saved beside the model)
     lif_profile: InterferenceProfile = field(default_factory=InterferenceProfile)
@@ -102,12 +101,6 @@ class TrainReport:
         ref = self.teacher_scores[self.teacher]
         return min(candidates, key=lambda c: (worst_ratio(self.candidates[c], ref), c[0] != self.teacher, c[1]))
 
-    def search_passes_fitted(self, margin: float) -> bool:
-        """Whether the search, when it is not the chosen candidate, beats the plain teacher by
-        ``margin`` on every validation trace under the fitted model (the gate's first half)."""
-        return (SEARCH in self.candidates and self.chosen != SEARCH
-                and worst_ratio(self.candidates[SEARCH], self.teacher_scores[self.teacher]) < 1 - margin)
-
     def promotion(self, margin: float, candidate: tuple[str, float] | None = None,
                   judge_scores: dict[str, tuple[float, ...]] | None = None) -> tuple[str, float]:
         """Deploy the best candidate (or ``candidate``, judged by ``judge_scores``) only if it
@@ -122,28 +115,6 @@ class TrainReport:
             wins = wins and worst_ratio(judged["chosen"], judged["teacher"]) < 1 - margin
         return candidate if wins else (self.teacher, 0.0)
 
-    def settle_deployment(self, margin: float, judged: Callable[[tuple[str, float]], tuple[float, ...]]) -> None:
-        """What to deploy (``deploy``, ``patience``) and what ``learned-fast`` deploys (``fast``),
-        once ``judge_scores`` holds the chosen candidate's and the teacher's scores under the
-        judge; ``judged`` replays another candidate under it.
-
-        The chosen candidate, if it passes the gate (``promotion``); but where the search passes
-        it too, the search. It weighs every other candidate's proposal (Slurm's choice, the
-        network's, hold) decision by decision, whereas the best fixed pair is picked among a
-        dozen by two replays: a pick such noise decides (the winner's curse). In every load sweep
-        so far the search did at least as well as the gate's other picks (test traces 501-503
-        showed it; 601-603, fresh, were the test of this rule)."""
-        self.deploy, self.patience = self.promotion(margin)
-        if self.deploy != "search" and self.search_passes_fitted(margin):
-            self.judge_scores["search"] = judged(SEARCH)
-            if self.promotion(margin, SEARCH, {**self.judge_scores, "chosen": self.judge_scores["search"]}) == SEARCH:
-                self.deploy, self.patience = SEARCH
-        self.fast = (self.deploy, self.patience)
-        if self.deploy == "search":  # the cheaper path, judged as the deployed one was
-            alternative = self.chosen_without_search
-            scores = self.judge_scores["chosen"] if alternative == self.chosen else judged(alternative)
-            self.fast = self.promotion(margin, alternative, {**self.judge_scores, "chosen": scores})
-
     def deployment_meta(self) -> dict:
         """What the checkpoint's meta.json must say for the policy to load as it was judged."""
         return {"teacher": self.teacher, "validation_traces": list(VALIDATION_TRACES),
@@ -156,8 +127,6 @@ class TrainReport:
                 "judge_validation_jct": self.judge_scores, "judge_fitted_on": self.judge,
                 "train_seconds": round(self.seconds, 1)}
 
-
-SEARCH = ("search", 0.0)  # the search's candidate key: it holds by itself, no patience level
 
 # What each entry of a validation score is: the training trace as logged, then sped up.
 VALIDATION_TRACES = ("as logged", "arrivals stress_rate x faster")
@@ -264,15 +233,19 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
     judged = functools.partial(_judged, net, fitted, judge, nodes, validation, schema, hp, report.lif_profile)
     report.judge_scores = {"chosen": judged(report.chosen),
                            "teacher": replay(nodes, validation, lambda: make_policy(teacher), judge, hp.seed)}
-    report.settle_deployment(hp.promote_margin, judged)
+    report.deploy, report.patience = report.promotion(hp.promote_margin)
+    report.fast = (report.deploy, report.patience)
+    if report.deploy == "search":  # the cheaper path, judged as the deployed one was
+        alternative = report.chosen_without_search
+        report.fast = report.promotion(hp.promote_margin, alternative,
+                                       {**report.judge_scores, "chosen": judged(alternative)})
     curve = " ".join(f"{c['validation_jct'] / 3600:.1f}" for c in report.curve if c["validation_jct"] is not None)
     proposer, patience = report.chosen
     log(f"validation avg JCT (h) by episode: {curve}; kept {report.best_validation_jct / 3600:.1f} "
         f"(teacher {scores[teacher][0] / 3600:.1f}); best candidate: {proposer} at patience {patience}, "
         f"{_hours(report.candidates[report.chosen])} vs teacher {_hours(scores[teacher])}; independent judge: "
-        f"that {_hours(report.judge_scores['chosen'])}, teacher {_hours(report.judge_scores['teacher'])}"
-        + (f"; the search under the judge {_hours(report.judge_scores['search'])}" if "search" in report.judge_scores else "")
-        + f"; deploys: {report.deploy} at patience {report.patience}"
+        f"that {_hours(report.judge_scores['chosen'])}, teacher {_hours(report.judge_scores['teacher'])}; "
+        f"deploys: {report.deploy} at patience {report.patience}"
         + (f" (learned-fast: {report.fast[0]} at patience {report.fast[1]})" if report.deploy == "search" else ""))
     report.seconds = time.time() - started
     return report

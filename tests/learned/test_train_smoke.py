@@ -247,53 +247,6 @@ def test_learned_fasts_pick_is_the_best_candidate_but_the_search_and_passes_the_
     assert report.promotion(0.03, report.chosen_without_search, judged) == ("slurm-default", 0.0)
 
 
-def _settled(report: TrainReport, judge: dict) -> list:
-    """Settles ``report``'s deployment with a judge of literal scores; the candidates it replayed."""
-    asked = []
-
-    def judged(candidate):
-        asked.append(candidate)
-        return judge[candidate]
-
-    report.settle_deployment(0.03, judged)
-    return asked
-
-
-def test_the_search_is_deployed_where_it_passes_the_gate_though_another_candidate_is_chosen() -> None:
-    candidates = {("search", 0.0): (80.0, 170.0), ("slurm-default", 0.5): (60.0, 150.0),
-                  ("network", 0.0): (99.0, 199.0), ("slurm-default", 0.0): (100.0, 200.0)}
-    report = _report("slurm-default", dict(candidates))
-    report.judge_scores = {"chosen": (70.0, 160.0), "teacher": (100.0, 200.0)}
-    assert report.chosen == ("slurm-default", 0.5)
-    assert _settled(report, {("search", 0.0): (85.0, 180.0)}) == [("search", 0.0)]
-    assert (report.deploy, report.patience) == ("search", 0.0)
-    assert report.fast == ("slurm-default", 0.5)  # the chosen pair, judged once: learned-fast
-    assert report.judge_scores["search"] == (85.0, 180.0)
-
-    report = _report("slurm-default", dict(candidates))  # the judge sees no clear win for the search
-    report.judge_scores = {"chosen": (70.0, 160.0), "teacher": (100.0, 200.0)}
-    assert _settled(report, {("search", 0.0): (99.0, 180.0)}) == [("search", 0.0)]
-    assert (report.deploy, report.patience) == report.fast == ("slurm-default", 0.5)
-
-    report = _report("slurm-default", {**candidates, ("search", 0.0): (98.0, 150.0)})  # nor the fitted model
-    report.judge_scores = {"chosen": (70.0, 160.0), "teacher": (100.0, 200.0)}
-    assert _settled(report, {}) == []  # not replayed under the judge
-    assert (report.deploy, report.patience) == report.fast == ("slurm-default", 0.5)
-    assert "search" not in report.judge_scores
-
-
-def test_a_chosen_search_is_deployed_as_before_and_learned_fast_judged_apart() -> None:
-    report = _report("slurm-default", {("search", 0.0): (50.0, 100.0), ("network", 0.5): (80.0, 150.0),
-                                       ("slurm-default", 0.0): (100.0, 200.0)})
-    report.judge_scores = {"chosen": (60.0, 120.0), "teacher": (100.0, 200.0)}
-    assert _settled(report, {("network", 0.5): (85.0, 160.0)}) == [("network", 0.5)]
-    assert (report.deploy, report.fast) == ("search", ("network", 0.5))
-    report = _report("slurm-default", {("search", 0.0): (50.0, 100.0), ("slurm-default", 0.0): (100.0, 200.0)})
-    report.judge_scores = {"chosen": (99.0, 199.0), "teacher": (100.0, 200.0)}  # the judge: no clear win
-    assert _settled(report, {}) == []
-    assert (report.deploy, report.patience) == report.fast == ("slurm-default", 0.0)
-
-
 def test_replays_under_one_model_share_its_isolated_speeds() -> None:
     from slurm_advisor.domain import Node
     from slurm_advisor.learned import train
