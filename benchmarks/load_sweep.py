@@ -22,7 +22,8 @@ Traces (synthetic, none shares a job with another): training seed 211, judge see
 401, 402, 403 by default (no other benchmark uses them), first used on 2026-12-02 for the distilled
 network and teacher-relative RL, then for the ablations. A design change made after looking at a
 loss here turns them into validation traces and the next figures need new seeds
-(``--test-seeds``): 501-503 were first used on 2026-12-03 for the figures after the rack inputs.
+(``--test-seeds``): 501-503 were first used on 2026-12-03 for the figures after the rack inputs,
+601-603 on 2026-12-07 for the figures of that day.
 Seeds 201-203 were the test traces until then (first used on 2026-12-01, then for the search):
 validation traces now, beside 221 and 222, on which the training changes of 2026-12-02 were
 chosen. Workloads: ``large`` (4-16 workers: placement matters) and ``philly`` (mostly 1-GPU jobs:
