@@ -2,10 +2,10 @@
 
 Started by allreduce.sbatch with ``srun --distribution=arbitrary`` and the hostfile of
 ``slurm-advisor layout --format hostfile`` (task r on line r). Rank 0 opens the rendezvous at
-MASTER_ADDR:MASTER_PORT (the first worker's node, from the layout). Joining and leaving the group and the
-one-line report are ps_worker.py's (same folder), as are the model and the speed reports to the
-advisor (rank 0, every 10 iterations). Prints, per task, its node, the node the layout advised
-and the iterations/s it reached.
+MASTER_ADDR:MASTER_PORT (the first worker's node, from the layout). Joining and leaving the
+group and the one-line report are ps_worker.py's (same folder), as are the model and the speed
+reports to the advisor (rank 0, every 10 iterations). Prints, per task, its node, the node the
+layout advised and the iterations/s it reached.
 """
 from __future__ import annotations
 
