@@ -131,16 +131,16 @@ def sweep_setting(nodes, truth, raw, hp: Hyper, train_seeds, loads, log, models:
             runs.setdefault(FLOOR, {})[str(load)] = [(f, 0.0, 0) for f in floors]
             for raw_test in raw_tests:
                 jobs = at_offered_load(raw_test, nodes, truth, load)
-                for name, r in _evaluate(nodes, jobs, truth, trained).items():
+                for name, r in _evaluate(nodes, jobs, truth, trained, deployed).items():
                     s = r.summary()
                     runs.setdefault(name, {}).setdefault(str(load), []).append(
                         (s["avg_jct"], r.queue_growth(), s.get("timeouts", 0)))
     return {"runs": runs, "deployed": deployed, "speed_mape_unseen": mape}
 
 
-def _evaluate(nodes, jobs, truth, trained: dict[str, Path]) -> dict:
+def _evaluate(nodes, jobs, truth, trained: dict[str, Path], deployed: dict[str, str]) -> dict:
     """Every baseline, trained model, and the search and ``learned-fast`` over each ``learned``
-    model on ``jobs``;
+    model on ``jobs`` (``deployed``: what each model's gate deployed);
     ``lif`` uses the interference profile fitted beside the first training seed's model
     (``experiment.evaluate`` takes it from the model named ``learned``)."""
     first, *others = trained
@@ -152,10 +152,9 @@ def _evaluate(nodes, jobs, truth, trained: dict[str, Path]) -> dict:
             results[name.replace("learned/", "search/")] = compare(nodes, jobs, truth, ["search"], seed=0,
                                                                     model_dir=directory)["search"]
             # learned-fast differs from learned only where the gate deployed the search
-            deployed = json.loads((directory / "meta.json").read_text()).get("deploy")
             results[name.replace("learned/", "learned-fast/")] = (
                 compare(nodes, jobs, truth, ["learned-fast"], seed=0, model_dir=directory)["learned-fast"]
-                if deployed == "search" else results[name])
+                if deployed[name] == "search" else results[name])
     return results
 
 
