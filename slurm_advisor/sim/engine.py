@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,6 +110,23 @@ class Simulation:
         #: (Slurm's promise: with every job ending by its limit, it starts by then).
         self.planned: dict[str, float] = {}
         self.planned_as_head: dict[str, float] = {}
+
+    @classmethod
+    def continuing(cls, snapshot: ClusterSnapshot, remaining: Mapping[str, float], jobs: Sequence[Job],
+                   advisor: Advisor, truth: SpeedModel, **kw) -> Simulation:
+        """A simulation that goes on from ``snapshot``: its running jobs keep their nodes, each
+        with ``remaining[job id]`` iterations left (its start time and time limit as they were),
+        and ``jobs`` arrive at their submit times (none before the snapshot's time). A look-ahead
+        from a live state (``benchmarks/lookahead.py``); its records include the running jobs'."""
+        sim = cls(snapshot.nodes, jobs, advisor, truth, **kw)
+        if any(j.submit_time < snapshot.time for j in sim.jobs):
+            raise ValueError("a job of the look-ahead arrives before the snapshot's time")
+        sim.snapshot = snapshot
+        now = snapshot.time
+        for rj in snapshot.running:
+            sim._track(rj, max(rj.start_time + sim._limit(rj.job), now), remaining[rj.job.id], now)
+        sim._update_speeds({rj.job.id for rj in snapshot.running}, now)
+        return sim
 
     def _admissible(self, jobs: Sequence[Job]) -> tuple[list[Job], tuple[str, ...]]:
         """Jobs that could run on the empty cluster; the rest are reported, not simulated."""
@@ -293,17 +310,21 @@ class Simulation:
         del self._queue[at], self._queued[at]
         self.snapshot = self.snapshot.with_job(job, placement, now)
         rj = self.snapshot.running_job(job.id)
-        deadline = now + self._limit(job)
-        self._progress[job.id] = _Progress(rj, job.iterations, deadline, last=now)
-        self._push(deadline, _DEADLINE, job.id, 0)
-        per_node = placement.demand_per_node(job)
-        index = self.snapshot.layout.index
-        self._ends.add(job.id, deadline, np.array([index[n] for n in per_node], dtype=np.int64),
-                       np.array([(d.cpus, d.gpus, d.mem_mb) for d in per_node.values()], dtype=np.int64))
+        self._track(rj, now + self._limit(job), job.iterations, now)
         self._caps.pop(job.id, None)
-        for node in placement.nodes():
-            self._jobs_on[node].add(job.id)
         return self._neighbours(rj) | {job.id}
+
+    def _track(self, rj: RunningJob, deadline: float, remaining: float, now: float) -> None:
+        """Follow a job running on the snapshot: its progress, its limit, its nodes."""
+        job_id = rj.job.id
+        self._progress[job_id] = _Progress(rj, remaining, deadline, last=now)
+        self._push(deadline, _DEADLINE, job_id, 0)
+        per_node = rj.placement.demand_per_node(rj.job)
+        index = self.snapshot.layout.index
+        self._ends.add(job_id, deadline, np.array([index[n] for n in per_node], dtype=np.int64),
+                       np.array([(d.cpus, d.gpus, d.mem_mb) for d in per_node.values()], dtype=np.int64))
+        for node in rj.placement.nodes():
+            self._jobs_on[node].add(job_id)
 
     # -- ending ----------------------------------------------------------------------------
     def _end(self, job_id: str, now: float, timed_out: bool) -> set[str]:

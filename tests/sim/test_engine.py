@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from slurm_advisor.advisor import Advisor
-from slurm_advisor.domain import Job, Node, Placement, Resources, SpeedSample
+from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Resources, SpeedSample
 from slurm_advisor.policies import PolicyContext, make_policy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.engine import Simulation
@@ -273,3 +273,28 @@ def test_simulations_may_share_the_isolated_speeds_of_their_truth_and_cluster_on
         simulate(TWO_NODES, jobs, ConstantSpeed(), isolated=shared)
     with pytest.raises(ValueError, match="another truth or cluster"):
         simulate(TWO_NODES[:1] + [Node("n3", 8, 2, 32_000)], jobs, truth, isolated=shared)
+
+
+def test_a_simulation_continued_from_a_mid_run_state_ends_every_job_as_the_whole_run_does() -> None:
+    # a and b share n1 (each at half speed), c arrives later and runs alone on n2
+    jobs = [job("a", 0, 1, 100, limit=1_000), job("b", 0, 1, 60, limit=1_000), job("c", 50, 1, 40, limit=1_000)]
+    config = SchedulerConfig(bf_interval_s=0, bf_resolution_s=1)
+    whole = simulate(TWO_NODES, jobs, HalvesWhenShared(), scheduler=config)
+
+    state = ClusterSnapshot.empty(tuple(TWO_NODES))
+    for j in jobs[:2]:
+        state = state.with_job(j, SlurmDefaultPolicy().place(state, j), 0.0)
+    assert {n for rj in state.running for n in rj.placement.nodes()} == {"n1"}
+    at_30 = state.at(30.0)
+    left = {"a": 100 - 0.5 * 30, "b": 60 - 0.5 * 30}
+    continued = Simulation.continuing(at_30, left, jobs[2:], Advisor(make_policy("slurm-default")),
+                                      HalvesWhenShared(), scheduler=config).run()
+    assert times(continued) == times(whole) and times(whole)["b"] == (0.0, 120.0)  # halves: exact in floats
+    assert {r.job_id: r.state for r in continued.records} == dict.fromkeys("abc", "COMPLETED")
+
+
+def test_a_continued_simulation_refuses_jobs_that_arrive_before_its_state() -> None:
+    state = ClusterSnapshot.empty(tuple(TWO_NODES), time=100.0)
+    with pytest.raises(ValueError, match="before the snapshot's time"):
+        Simulation.continuing(state, {}, [job("late", 50, 1, 10)], Advisor(make_policy("slurm-default")),
+                              ConstantSpeed())
