@@ -115,12 +115,16 @@ class Simulation:
     def continuing(cls, snapshot: ClusterSnapshot, remaining: Mapping[str, float], jobs: Sequence[Job],
                    advisor: Advisor, truth: SpeedModel, **kw) -> Simulation:
         """A simulation that goes on from ``snapshot``: its running jobs keep their nodes, each
-        with ``remaining[job id]`` iterations left (its start time and time limit as they were),
-        and ``jobs`` arrive at their submit times (none before the snapshot's time). A look-ahead
-        from a live state (``benchmarks/lookahead.py``); its records include the running jobs'."""
+        with ``remaining[job id]`` iterations left (its start time and time limit as they were:
+        one already past its limit ends at once, as Slurm would end it), and ``jobs`` arrive at
+        their submit times (none before the snapshot's time). A look-ahead from a live state
+        (``benchmarks/lookahead.py``); its records include the running jobs'."""
         sim = cls(snapshot.nodes, jobs, advisor, truth, **kw)
         if any(j.submit_time < snapshot.time for j in sim.jobs):
             raise ValueError("a job of the look-ahead arrives before the snapshot's time")
+        unknown = [rj.job.id for rj in snapshot.running if rj.job.id not in remaining]
+        if unknown:
+            raise ValueError(f"no iterations left given for running job(s) {', '.join(unknown)}")
         sim.snapshot = snapshot
         now = snapshot.time
         for rj in snapshot.running:

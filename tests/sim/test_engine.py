@@ -293,8 +293,22 @@ def test_a_simulation_continued_from_a_mid_run_state_ends_every_job_as_the_whole
     assert {r.job_id: r.state for r in continued.records} == dict.fromkeys("abc", "COMPLETED")
 
 
-def test_a_continued_simulation_refuses_jobs_that_arrive_before_its_state() -> None:
+def test_a_continued_simulation_refuses_jobs_before_its_state_and_running_jobs_without_progress() -> None:
     state = ClusterSnapshot.empty(tuple(TWO_NODES), time=100.0)
     with pytest.raises(ValueError, match="before the snapshot's time"):
         Simulation.continuing(state, {}, [job("late", 50, 1, 10)], Advisor(make_policy("slurm-default")),
                               ConstantSpeed())
+    running = job("a", 0, 1, 10)
+    state = state.with_job(running, SlurmDefaultPolicy().place(state, running), 0.0)
+    with pytest.raises(ValueError, match="running job.*a$"):
+        Simulation.continuing(state, {}, [], Advisor(make_policy("slurm-default")), ConstantSpeed())
+
+
+def test_a_running_job_past_its_limit_ends_at_once_when_the_simulation_goes_on() -> None:
+    over = job("over", 0, 1, 100, limit=10)
+    state = ClusterSnapshot.empty(tuple(TWO_NODES))
+    state = state.with_job(over, SlurmDefaultPolicy().place(state, over), 0.0).at(100.0)
+    result = Simulation.continuing(state, {"over": 90.0}, [], Advisor(make_policy("slurm-default")),
+                                   ConstantSpeed()).run()
+    (record,) = result.records
+    assert (record.end, record.state) == (100.0, "TIMEOUT")
