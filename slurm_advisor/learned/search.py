@@ -22,6 +22,8 @@ times (a running job's remaining iterations are its iterations less what it has 
 predicted speed since it started: a live cluster logs no progress for every job). That is the
 one-step rollout of Bertsekas' sense with the base policy as the heuristic: the job's start
 and its neighbours' completions are projected, later arrivals are left to the base policy.
+(A look-ahead over the later arrivals too, ``benchmarks/lookahead.py``, costs about 100x the
+time a decision and gained nothing consistent on validation traces.)
 A candidate ``c`` replaces the base only if ``min_m (cost_m(base) - cost_m(c)) / own_m(base)``
 exceeds ``margin`` (own_m: the job's own run time on the base under member m): a placement
 only one fitted model likes is not taken, and under the model it uses the search is never
@@ -107,7 +109,9 @@ class SearchPolicy:
         """(name, placement) for the base first, then each distinct proposal on no more nodes than
         the base: a placement over more nodes than Slurm's leaves fragments that the jobs behind
         it queue for, which a one-step look-ahead does not see (on a validation trace, letting
-        spread, tetris and lif spread jobs out made the search slower than slurm-default)."""
+        spread, tetris and lif spread jobs out made the search slower than slurm-default; a
+        look-ahead of ten later arrivals with the true speeds spread jobs and lost too,
+        ``benchmarks/lookahead.py``)."""
         out, seen = [(self.base.name, base)], {_shape(base)}
         proposals = [(p.name, p.place(snapshot, job, rng)) for p in self.proposers]
         proposals.append(("ps-beside-workers", _ps_beside_workers(snapshot, job, base)))
