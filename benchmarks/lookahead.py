@@ -84,7 +84,8 @@ class LookaheadSearch:
         choice = one_step
         if len(named) > 1:
             t0 = time.perf_counter()
-            costs = np.array([np.mean([self._cost(snapshot, job, p, d) for d in range(self.draws)])
+            left = self._left(snapshot)
+            costs = np.array([np.mean([self._cost(snapshot, job, p, left, d) for d in range(self.draws)])
                               for p in named])
             self.seconds += time.perf_counter() - t0
             self.decisions += 1
@@ -130,16 +131,22 @@ class LookaheadSearch:
             later.append(dataclasses.replace(recent[int(rng.integers(len(recent)))], id=f"~later{i}", submit_time=t))
         return waiting + later
 
-    def _cost(self, snapshot: ClusterSnapshot, job: Job, placement: Placement, draw: int) -> float:
+    def _left(self, snapshot: ClusterSnapshot) -> dict[str, float]:
+        """The running jobs' iterations left: what they have done at their speed now (before the
+        job starts: one estimate for every candidate), at least a tenth, as the search's."""
+        if not snapshot.running:
+            return {}
+        now, speeds = snapshot.time, self.rollout_speeds.speeds(snapshot.nodes, snapshot.running)
+        return {rj.job.id: max(0.1 * rj.job.iterations, rj.job.iterations - (now - rj.start_time) * speeds[rj.job.id])
+                for rj in snapshot.running}
+
+    def _cost(self, snapshot: ClusterSnapshot, job: Job, placement: Placement, left: dict[str, float],
+              draw: int) -> float:
         now, model = snapshot.time, self.rollout_speeds
         if self.isolated is None or self.isolated.empty.nodes != snapshot.nodes:
             self.isolated = IsolatedSpeeds(model, snapshot.nodes)
-        started = snapshot.with_job(job, placement, now)
-        speeds = model.speeds(started.nodes, started.running)
-        left = {rj.job.id: max(0.1 * rj.job.iterations, rj.job.iterations - (now - rj.start_time) * speeds[rj.job.id])
-                for rj in started.running}
-        left[job.id] = job.iterations
-        sim = Simulation.continuing(started, left, self._later_jobs(now, job, draw), self.rollout_advisor, model,
+        sim = Simulation.continuing(snapshot.with_job(job, placement, now), {**left, job.id: job.iterations},
+                                    self._later_jobs(now, job, draw), self.rollout_advisor, model,
                                     isolated=self.isolated)
         return sum(r.end - max(r.submit, now) for r in sim.run().records)
 
