@@ -22,7 +22,7 @@ times (a running job's remaining iterations are its iterations less what it has 
 predicted speed since it started: a live cluster logs no progress for every job). That is the
 one-step rollout of Bertsekas' sense with the base policy as the heuristic: the job's start
 and its neighbours' completions are projected, later arrivals are left to the base policy.
-(A look-ahead over the later arrivals too, ``benchmarks/lookahead.py``, costs about 100x the
+(A look-ahead over the later arrivals too, ``benchmarks/lookahead.py``, costs 40-300x the
 time a decision and gained nothing consistent on validation traces.)
 A candidate ``c`` replaces the base only if ``min_m (cost_m(base) - cost_m(c)) / own_m(base)``
 exceeds ``margin`` (own_m: the job's own run time on the base under member m): a placement
