@@ -48,7 +48,7 @@ import load_sweep  # the sweep's truths, traces and cluster
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
 from slurm_advisor.learned.policy_adapter import load_search_policy
-from slurm_advisor.learned.search import SearchPolicy, _ps_beside_workers, _shape
+from slurm_advisor.learned.search import SearchPolicy, _ps_beside_workers, _remaining, _shape
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.engine import Simulation
@@ -76,6 +76,8 @@ class LookaheadSearch:
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator):
         self.seen[job.id] = job
         self.seen.move_to_end(job.id)
+        if len(self.seen) > HISTORY:
+            self.seen.popitem(last=False)
         self.started.update(rj.job.id for rj in snapshot.running)
         one_step = self.search.place(snapshot, job, rng)
         if not isinstance(one_step, Placement):
@@ -85,8 +87,8 @@ class LookaheadSearch:
         if len(named) > 1:
             t0 = time.perf_counter()
             left = self._left(snapshot)
-            costs = np.array([np.mean([self._cost(snapshot, job, p, left, d) for d in range(self.draws)])
-                              for p in named])
+            later = [self._later_jobs(snapshot.time, job, d) for d in range(self.draws)]  # every candidate's
+            costs = np.array([np.mean([self._cost(snapshot, job, p, left, jobs) for jobs in later]) for p in named])
             self.seconds += time.perf_counter() - t0
             self.decisions += 1
             own = job.iterations / self.search.speed.predict(snapshot, job, one_step)
@@ -117,7 +119,7 @@ class LookaheadSearch:
 
     def _later_jobs(self, now: float, job: Job, draw: int) -> list[Job]:
         """The jobs seen waiting (again, now) and ``arrivals`` drawn from the recent ones."""
-        recent = list(self.seen.values())[-HISTORY:]
+        recent = list(self.seen.values())
         waiting = [dataclasses.replace(j, submit_time=now) for j in recent
                    if j.id not in self.started and j.id != job.id]
         if len(recent) < 3:
@@ -136,17 +138,16 @@ class LookaheadSearch:
         job starts: one estimate for every candidate), at least a tenth, as the search's."""
         if not snapshot.running:
             return {}
-        now, speeds = snapshot.time, self.rollout_speeds.speeds(snapshot.nodes, snapshot.running)
-        return {rj.job.id: max(0.1 * rj.job.iterations, rj.job.iterations - (now - rj.start_time) * speeds[rj.job.id])
-                for rj in snapshot.running}
+        speeds = self.rollout_speeds.speeds(snapshot.nodes, snapshot.running)
+        return {rj.job.id: float(_remaining(rj, snapshot.time, speeds[rj.job.id])) for rj in snapshot.running}
 
     def _cost(self, snapshot: ClusterSnapshot, job: Job, placement: Placement, left: dict[str, float],
-              draw: int) -> float:
+              later: list[Job]) -> float:
         now, model = snapshot.time, self.rollout_speeds
         if self.isolated is None or self.isolated.empty.nodes != snapshot.nodes:
             self.isolated = IsolatedSpeeds(model, snapshot.nodes)
         sim = Simulation.continuing(snapshot.with_job(job, placement, now), {**left, job.id: job.iterations},
-                                    self._later_jobs(now, job, draw), self.rollout_advisor, model,
+                                    later, self.rollout_advisor, model,
                                     isolated=self.isolated)
         return sum(r.end - max(r.submit, now) for r in sim.run().records)
 
