@@ -81,11 +81,11 @@ def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path):
     from slurm_advisor.advisor import Advisor
     from slurm_advisor.daemon.config import DaemonConfig
     from slurm_advisor.daemon.daemon import Daemon, model_version
-    from slurm_advisor.daemon.expressible import express
     from slurm_advisor.daemon.queue import NoQueue
     from slurm_advisor.daemon.service import AdviceService
     from slurm_advisor.policies import make_policy
     from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+    from slurm_advisor.slurm.expressible import express
     from slurm_advisor.store import Store
 
     snapshot = loaded_snapshot(make_cluster(nodes))

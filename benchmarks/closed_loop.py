@@ -61,7 +61,7 @@ def main(argv=None) -> int:
                     log=lambda line: print(line, file=sys.stderr))
         cycles = loop.run(traces)
         # slurm-default served through the daemon all along: what the daemon's path itself changes
-        # (Slurm's task layout on pinned nodes, daemon/expressible.py) apart from what was learned
+        # (Slurm's task layout on pinned nodes, slurm/expressible.py) apart from what was learned
         served = Loop(nodes, truth, str(Path(work) / "baseline.db"), Path(work) / "baseline-models",
                       replace(settings, retrain=False)).run(traces)
         spread = refit_spread(str(Path(work) / "loop.db"), cycles, settings, args.fit_seeds)

@@ -2,7 +2,7 @@
 
 On a real Slurm the daemon differs from the simulator in two ways (README, "On a real Slurm"):
 every task of a job gets the same demand (a PS task is allocated a worker's GPUs), and Slurm,
-not the policy, decides how many tasks each pinned node gets (``daemon/expressible.py``). Each
+not the policy, decides how many tasks each pinned node gets (``slurm/expressible.py``). Each
 policy runs every trace three ways, side by side in one run:
 
 - ``simulated``: as the simulator runs it today (PS tasks ask ``ps_demand``, the policy's layout);
@@ -36,7 +36,6 @@ from pathlib import Path
 import numpy as np
 
 from slurm_advisor.advisor import Advisor
-from slurm_advisor.daemon.expressible import express
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
 from slurm_advisor.policies import PolicyContext, make_policy
 from slurm_advisor.policies.base import Hold, Policy
@@ -47,6 +46,7 @@ from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.metrics import SimResult
 from slurm_advisor.sim.trace import read_trace
 from slurm_advisor.sim.workload import at_offered_load, offered_load
+from slurm_advisor.slurm.expressible import express
 from slurm_advisor.speedmodels import load_speed_model
 
 REPO = Path(__file__).resolve().parents[1]

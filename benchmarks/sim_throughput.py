@@ -52,7 +52,7 @@ JOBS = {16: (("philly-mix", 20_000), ("large-mix", 2_000)),
 TARGET = {16: 100_000, 1000: 100_000, 10000: 50_000}
 # Which part of the code a profiled function belongs to (first match on its file path).
 PARTS = (("sim/", "engine (sim/*)"), ("policies/slurm_default", "slurm-default"),
-         ("policies/cons_tres", "slurm-default"), ("domain/", "domain"),
+         ("slurm/cons_tres", "slurm-default"), ("domain/", "domain"),
          ("learned/", "learned (this work)"), ("speedmodels/", "speed models"),
          ("advisor.py", "advisor"), ("numpy", "numpy (callers above)"))
 

@@ -301,6 +301,11 @@ local function text(value)
     return value
 end
 
+local function number(value)
+    if type(value) ~= "number" then return nil end
+    return value
+end
+
 -- The protocol's `job` fields from a job_desc (Slurm's proxy or any table with its field names).
 local function read_job(job_desc)
     -- min_mem_per_cpu/_node come without Slurm's MEM_PER_CPU bit; pn_min_memory holds it in a
@@ -327,6 +332,39 @@ local function read_job(job_desc)
         { "min_nodes", unset_as_nil(job_desc.min_nodes, NO_VAL) },
         { "max_nodes", unset_as_nil(job_desc.max_nodes, NO_VAL) },
         { "req_nodes", text(job_desc.req_nodes) },
+        -- Everything else that constrains where the job may run (slurm_advisor/slurm/request.py
+        -- models or refuses each). Numbers go as Slurm holds them: the daemon reads its NO_VAL
+        -- sentinels as unset.
+        { "exc_nodes", text(job_desc.exc_nodes) },
+        { "features", text(job_desc.features) },
+        { "tres_per_job", text(job_desc.tres_per_job) },
+        { "tres_per_socket", text(job_desc.tres_per_socket) },
+        { "cpus_per_tres", text(job_desc.cpus_per_tres) },
+        { "mem_per_tres", text(job_desc.mem_per_tres) },
+        { "ntasks_per_node", number(job_desc.ntasks_per_node) },
+        { "ntasks_per_socket", number(job_desc.ntasks_per_socket) },
+        { "ntasks_per_core", number(job_desc.ntasks_per_core) },
+        { "ntasks_per_board", number(job_desc.ntasks_per_board) },
+        { "ntasks_per_tres", number(job_desc.ntasks_per_tres) },
+        { "sockets_per_node", number(job_desc.sockets_per_node) },
+        { "cores_per_socket", number(job_desc.cores_per_socket) },
+        { "threads_per_core", number(job_desc.threads_per_core) },
+        { "boards_per_node", number(job_desc.boards_per_node) },
+        { "core_spec", number(job_desc.core_spec) },
+        { "thread_spec", number(job_desc.thread_spec) },
+        { "pn_min_cpus", number(job_desc.pn_min_cpus) },
+        { "pn_min_tmp_disk", number(job_desc.pn_min_tmp_disk) },
+        { "max_cpus", number(job_desc.max_cpus) },
+        { "shared", number(job_desc.shared) },
+        { "contiguous", number(job_desc.contiguous) },
+        { "req_switch", number(job_desc.req_switch) },
+        { "wait4switch", number(job_desc.wait4switch) },
+        { "segment_size", number(job_desc.segment_size) },
+        { "reservation", text(job_desc.reservation) },
+        { "batch_features", text(job_desc.batch_features) },
+        { "priority", number(job_desc.priority) },
+        { "dependency", text(job_desc.dependency) },
+        { "begin_time", number(job_desc.begin_time) },
     }
 end
 
@@ -519,11 +557,18 @@ local function disabled()
     return false
 end
 
+-- The decision's stamp appended to the job's admin_comment: sites keep their own tooling's text
+-- there, so it is kept (admin_comment is seen by admins only and takes no part in scheduling).
+local function stamp(job_desc, text)
+    local prior = job_desc.admin_comment
+    if type(prior) == "string" and prior ~= "" then text = prior .. " " .. text end
+    job_desc.admin_comment = text
+end
+
 -- Every write, after every check. (Slurm's job_desc takes these types; nothing here can raise.)
 local function apply(job_desc, plan)
     if plan.action == "observe" then
-        -- admin_comment is seen by admins only and takes no part in scheduling
-        job_desc.admin_comment = "slurm-advisor:" .. plan.decision .. ":observed"
+        stamp(job_desc, "slurm-advisor:" .. plan.decision .. ":observed")
         return
     end
     if plan.action == "place" then
@@ -538,7 +583,7 @@ local function apply(job_desc, plan)
             if plan.wait4switch then job_desc.wait4switch = plan.wait4switch end  -- seconds
         end
     end
-    job_desc.admin_comment = "slurm-advisor:" .. plan.decision
+    stamp(job_desc, "slurm-advisor:" .. plan.decision)
     local env = job_desc.environment  -- a batch job's; Slurm ignores (and logs) writes for others
     if env ~= nil then
         if plan.layout then env.SLURM_ADVISOR_LAYOUT = plan.layout end

@@ -3,6 +3,11 @@
 A policy proposes; the advisor checks the proposal against the snapshot (a policy bug must
 never cost a user a job), falls back to the site's default placement when the policy cannot
 or will not place, and attaches the explanation an admin sees.
+
+A job that carries a request (``Job.request``: its -N, -w, -x, partition, ... as submitted) is
+shown only the nodes the request allows, and a placement, the policy's or the fallback's, counts
+only if it breaks nothing of the request (``JobRequest.violations``): a policy chooses among
+placements that honour the whole request, or the job is Slurm's as submitted.
 """
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ class Advisor:
         self.explain = explain
 
     def advise(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Advice:
+        snapshot = allowed(snapshot, job)
         placement, reason = self._propose(snapshot, job, rng)
         if isinstance(placement, Hold):  # a deliberate wait: the fallback must not undo it
             return Advice(job.id, None, self.policy.name, False, placement.reason, held=True,
@@ -51,7 +57,7 @@ class Advisor:
         decided_by, used_fallback = self.policy.name, False
         if placement is None and self.fallback is not None:
             placement = self.fallback.place(snapshot, job, rng)
-            if placement is not None and _valid(snapshot, job, placement):
+            if placement is not None and _valid(snapshot, job, placement) and not _broken(snapshot, job, placement):
                 decided_by, used_fallback = self.fallback.name, True
             else:
                 placement = None
@@ -74,6 +80,9 @@ class Advisor:
             return None, f"{self.policy.name} found no placement"
         if not _valid(snapshot, job, placement):
             return None, f"{self.policy.name} proposed an invalid placement"
+        broken = _broken(snapshot, job, placement)
+        if broken:
+            return None, f"{self.policy.name}'s placement does not honour the request: {'; '.join(broken)}"
         return placement, ""
 
     def _predict(self, snapshot, job, placement) -> float | None:
@@ -82,7 +91,20 @@ class Advisor:
         return self.predictor.predict(snapshot, job, placement)
 
 
+def allowed(snapshot: ClusterSnapshot, job: Job) -> ClusterSnapshot:
+    """``snapshot`` with no room on the nodes ``job``'s request rules out (it itself when none)."""
+    mask = None if job.request is None else job.request.eligible(snapshot)
+    if mask is None or mask.all():
+        return snapshot
+    return snapshot.with_free(np.where(mask[:, None], snapshot.free_array(), 0))
+
+
 def _valid(snapshot: ClusterSnapshot, job: Job, placement: Placement) -> bool:
     return (placement.job_id == job.id and len(placement.tasks) == job.num_tasks
             and tuple(t.role for t in placement.tasks) == job.roles()
             and snapshot.fits(job, placement))
+
+
+def _broken(snapshot: ClusterSnapshot, job: Job, placement: Placement) -> list[str]:
+    """What ``placement`` breaks of ``job``'s request (none without one)."""
+    return [] if job.request is None else job.request.violations(snapshot, placement)

@@ -73,7 +73,7 @@ class Judge:
         return out
 
     def _express(self, job: Job, placement: Placement) -> Placement | None:
-        from slurm_advisor.daemon.expressible import express
+        from slurm_advisor.slurm.expressible import express
 
         try:
             return express(self.snapshot, job, placement)

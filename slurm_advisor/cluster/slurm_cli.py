@@ -27,8 +27,8 @@ from slurm_advisor.cluster.slurm_json import (
     parse_topology,
 )
 from slurm_advisor.cluster.squeue_lines import RUNNING, parse_running
-from slurm_advisor.daemon.protocol import ProtocolError, parse_marker
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources, RunningJob
+from slurm_advisor.slurm.marker import MarkerError, parse_marker
 
 __all__ = ["SlurmCliSource", "build_snapshot", "parse_sinfo", "parse_squeue", "parse_topology",
            "running_job"]
@@ -126,7 +126,7 @@ def running_job(reading: JobReading) -> RunningJob | None:
     """
     try:
         marker = parse_marker(reading.comment)
-    except ProtocolError:
+    except MarkerError:
         return None
     if marker is None:
         return None

@@ -15,12 +15,13 @@ A document that lacks a field we need, or holds the wrong kind of value there, r
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from slurm_advisor.cluster.base import SourceError
 from slurm_advisor.domain import Node, Resources
+from slurm_advisor.slurm import hostlist
 
 #: Node states and flags in which Slurm starts nothing new on a node (either spelling of a
 #: release: 22.05 writes "MAINT" in sinfo's text but "MAINTENANCE" in JSON). UNKNOWN and
@@ -107,38 +108,11 @@ def strings(value: Any, field: str) -> list[str]:
 
 
 def expand_hostlist(spec: str) -> list[str]:
-    """Slurm's compact host list as names in order: "n[1-3,5],gpu[01-02]-ib" -> n1 n2 n3 n5 ..."""
-    names: list[str] = []
-    for item in _top_level_split(spec.strip()):
-        names.extend(_expand_item(item))
-    return names
-
-
-def _top_level_split(spec: str) -> Iterator[str]:
-    depth, start = 0, 0
-    for i, ch in enumerate(spec):
-        depth += (ch == "[") - (ch == "]")
-        if ch == "," and depth == 0:
-            yield spec[start:i]
-            start = i + 1
-    if spec[start:]:
-        yield spec[start:]
-
-
-def _expand_item(item: str) -> list[str]:
-    head, bracket, rest = item.partition("[")
-    if not bracket:
-        return [item] if item else []
-    ranges, closed, tail = rest.partition("]")
-    if not closed:
-        raise SourceError(f"host list {item!r}: unclosed '['")
-    out = []
-    for part in ranges.split(","):
-        lo, _, hi = part.partition("-")
-        if not lo.isdigit() or not (hi or lo).isdigit():
-            raise SourceError(f"host list {item!r}: bad range {part!r}")
-        out += [f"{head}{i:0{len(lo)}d}{t}" for i in range(int(lo), int(hi or lo) + 1) for t in _expand_item(tail) or [""]]
-    return out
+    """Slurm's compact host list as names in order (``slurm/hostlist.py``), errors as SourceError."""
+    try:
+        return hostlist.expand(spec)
+    except hostlist.HostListError as exc:
+        raise SourceError(str(exc)) from None
 
 
 def gres_gpus(spec: str | list[str] | None) -> int:

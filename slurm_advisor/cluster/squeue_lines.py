@@ -14,7 +14,7 @@ from datetime import datetime
 
 from slurm_advisor.cluster.base import SourceError
 from slurm_advisor.cluster.slurm_json import JobReading, expand_hostlist
-from slurm_advisor.daemon.protocol import MARKER
+from slurm_advisor.slurm.marker import MARKER
 
 SEP = "|"
 RUNNING_FIELDS = ("JobID", "UserName", "NumCPUs", "NumTasks", "tres-alloc", "tres-per-task", "tres-per-node",

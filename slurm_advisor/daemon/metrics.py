@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from slurm_advisor.domain.decision import Decision
+from slurm_advisor.domain.decision import LEFT_TO_SLURM, Decision
 from slurm_advisor.errors import InputError
 
 log = logging.getLogger("slurm_advisor.daemon")
@@ -26,6 +26,8 @@ LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.
 #: (class, pattern of the reason text): the first that matches names a fallback's class.
 REASON_CLASSES = (
     ("no_snapshot", re.compile(r"no cluster snapshot")),
+    ("unmodelled_option", re.compile(r"unmodelled option")),
+    ("cannot_start_now", re.compile(r"wait: the job")),
     ("policy_no_placement", re.compile(r"found no placement")),
     ("policy_invalid", re.compile(r"invalid placement")),
     ("not_expressible", re.compile(r"cannot lay the advised nodes out")),
@@ -40,7 +42,9 @@ _STATE_COUNTERS = {
     "reports": "Speed reports received.",
     "reports_refused": "Speed reports refused (bad values, unknown job, not the owner).",
     "refresh_failures": "Background refreshes of the cluster snapshot that failed.",
-    "released": "Pinned jobs the daemon unpinned after pin_bound_s.",
+    "released": "Pinned or capped jobs the daemon released (after pin_bound_s, or when their nodes were taken).",
+    "released_taken": "Of those, released at once because the nodes they were pinned to were taken.",
+    "claims_unseen_dropped": "Claims dropped because Slurm never listed their job (rejected, cancelled at once).",
 }
 _WRITER_COUNTERS = {
     "decisions_written": ("writer", "written", "Decisions written to the store."),
@@ -53,9 +57,10 @@ _WRITER_COUNTERS = {
 
 
 def is_fallback(decision: Decision) -> bool:
-    """The fallback policy decided, or no advice was given for a reason (observe mode's quiet
-    ``none`` is no fallback)."""
-    return decision.fallback or (decision.action == "none" and bool(decision.reason))
+    """The fallback policy decided, or no advice was given for a reason: the job was left to Slurm
+    as submitted (observe mode's quiet record is no fallback)."""
+    return decision.fallback or (decision.action == "none" and bool(decision.reason)) or \
+        decision.reason.startswith(LEFT_TO_SLURM)
 
 
 def reason_class(reason: str) -> str:

@@ -18,12 +18,7 @@ MODES = ("observe", "advise", "enforce")
 ACTIONS = ("place", "cap", "observe", "none")
 ENV_LAYOUT = "SLURM_ADVISOR_LAYOUT"
 ENV_DECISION = "SLURM_ADVISOR_DECISION"
-MARKER = "slurm-advisor:"
 
-_MARKER_RE = re.compile(r"slurm-advisor:((?:\s+[a-z_]+=[^\s]+)+)")
-_MARKER_KEYS = {"type": str, "ps": int, "workers": int, "model_mb": float, "batch": int, "iters": float}
-_REQUIRED_MARKER_KEYS = ("type", "ps", "workers")
-_TYPE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
 _JOB_ID_RE = re.compile(r"[0-9]{1,20}")
 MAX_REPORT_SPEED = 1e6  # iterations/s: beyond this a report is a bug or a lie, not a speed
 _GPU_RE = re.compile(r"(?:^|,)gres[:/]gpu(?::[A-Za-z0-9_.-]+)?[:=](\d+)(?:,|$)")
@@ -65,55 +60,6 @@ def decode_request(line: bytes) -> dict[str, Any]:
 
 def _no_constant(name: str):
     raise ProtocolError(f"request holds {name}, which is not a number")
-
-
-@dataclass(frozen=True)
-class Marker:
-    """What the user wrote after ``slurm-advisor:`` in ``--comment``."""
-
-    type: str
-    ps: int
-    workers: int
-    model_mb: float | None = None
-    batch: int | None = None
-    iters: float | None = None
-
-
-def parse_marker(comment: str | None) -> Marker | None:
-    """The marker in ``comment``; None when there is none; ProtocolError when it is malformed."""
-    if not comment or MARKER not in comment:
-        return None
-    match = _MARKER_RE.search(comment)
-    if match is None:
-        raise ProtocolError("comment: 'slurm-advisor:' must be followed by key=value pairs "
-                            "(type=<name> ps=<n> workers=<n>)")
-    values: dict[str, Any] = {}
-    for pair in match.group(1).split():
-        key, _, raw = pair.partition("=")
-        if key not in _MARKER_KEYS:
-            raise ProtocolError(f"comment: unknown marker key {key!r}; valid: {', '.join(_MARKER_KEYS)}")
-        values[key] = _marker_value(key, raw)
-    missing = [k for k in _REQUIRED_MARKER_KEYS if k not in values]
-    if missing:
-        raise ProtocolError(f"comment: marker lacks {', '.join(missing)}")
-    if values["workers"] < 1 or values["ps"] < 0:
-        raise ProtocolError("comment: marker needs workers >= 1 and ps >= 0")
-    return Marker(**values)
-
-
-def _marker_value(key: str, raw: str) -> Any:
-    kind = _MARKER_KEYS[key]
-    if kind is str:
-        if not _TYPE_RE.fullmatch(raw):
-            raise ProtocolError(f"comment: marker {key}={raw!r} must be letters, digits and _.+- (64 at most)")
-        return raw
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise ProtocolError(f"comment: marker {key}={raw!r} is not {'an integer' if kind is int else 'a number'}") from None
-    if not math.isfinite(value) or value < 0 or (kind is float and value == 0) or value > 1e9:
-        raise ProtocolError(f"comment: marker {key}={raw!r} is out of range")
-    return value
 
 
 @dataclass(frozen=True)

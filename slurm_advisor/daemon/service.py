@@ -23,26 +23,40 @@ a claim left there would hold back GPUs for the next submission until then); the
 lets the claim end when the job starts and the job's outcome and reports link to its decision.
 ``none`` would give neither: a job without the stamp is invisible to the daemon. The decision is
 recorded in every mode with the reason :data:`SLURMS_CHOICE` and the layout in ``would``.
+
+**The advisor never narrows what the user asked for.** The hook's fields become one typed
+request (``slurm/request.py``); the policy sees only the nodes it allows and a placement counts
+only if it honours all of it (``advisor.py``); the pin Slurm would really make of it
+(``slurm/expressible.py``) is checked again. Whatever cannot be honoured exactly -- an option the
+advisor does not model, a layout it cannot express, a job that cannot start now, no room now --
+leaves the job to Slurm as submitted: the reply is ``observe`` (the hook only appends the
+decision id to ``admin_comment``), so every marked job leaves a decision with its reason, and
+``explain``, ``shadow`` and the retrain see it. ``none`` remains only for a daemon with no
+snapshot yet.
 """
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
-from slurm_advisor.advisor import Advice, Advisor
-from slurm_advisor.daemon.protocol import ProtocolError, format_layout, parse_marker, task_shape
+from slurm_advisor.advisor import Advice, Advisor, allowed
+from slurm_advisor.daemon.protocol import ProtocolError, format_layout
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
-from slurm_advisor.domain.decision import Decision
-from slurm_advisor.domain.resources import Resources
-from slurm_advisor.policies.cons_tres import select
+from slurm_advisor.domain.decision import LEFT_TO_SLURM, Decision
+from slurm_advisor.slurm import hostlist
+from slurm_advisor.slurm.cons_tres import select
+from slurm_advisor.slurm.marker import MarkerError
+from slurm_advisor.slurm.request import Mismatch, Submission, read
 
 Express = Callable[[ClusterSnapshot, Job, Placement], Placement | None]
 SLURMS_CHOICE = "slurm's own choice: not pinned, Slurm places it there itself"
+NOT_EXPRESSIBLE = "Slurm cannot lay the advised nodes out for this job now"
 
 
 class DecisionIds:
@@ -64,33 +78,24 @@ class DecisionIds:
 new_decision_id = DecisionIds()
 
 
-def job_from_request(fields: dict[str, Any], job_id: str) -> Job:
-    """The domain's Job for the hook's descriptor fields; ProtocolError names a bad field."""
-    if not isinstance(fields, dict):
-        raise ProtocolError("job must be an object")
-    marker = parse_marker(_text(fields, "comment"))
-    if marker is None:
-        raise ProtocolError("job.comment carries no 'slurm-advisor:' marker")
-    shape = task_shape(fields)
-    num_tasks = fields.get("num_tasks")
-    if num_tasks is not None and num_tasks != marker.ps + marker.workers:
-        raise ProtocolError(f"job.num_tasks is {num_tasks} but the marker says ps={marker.ps} "
-                            f"workers={marker.workers}")
+def submission(fields: Any) -> Submission:
+    """The hook's fields read (``slurm/request.py``); ProtocolError names what the daemon refuses."""
+    try:
+        return read(fields)
+    except (Mismatch, MarkerError) as exc:
+        raise ProtocolError(str(exc)) from None
+
+
+def job_from_request(fields: dict[str, Any], job_id: str, sub: Submission | None = None) -> Job:
+    """The domain's Job for the hook's descriptor fields (``sub``: them read already);
+    ProtocolError names a bad field."""
+    sub = sub or submission(fields)
     limit = fields.get("time_limit")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
         raise ProtocolError(f"job.time_limit must be a positive number of minutes, not {limit!r}")
-    demand = Resources(shape.cpus, shape.gpus, shape.mem_mb)
     user = fields.get("user_id")
-    return Job(job_id, marker.type, marker.ps, marker.workers, demand, demand, marker.iters or 1.0,
-               user="" if user is None else str(user), model_size_mb=marker.model_mb,
-               batch_size=marker.batch, time_limit_s=None if limit is None else limit * 60.0)
-
-
-def _text(fields: dict[str, Any], name: str) -> str | None:
-    value = fields.get(name)
-    if value is not None and not isinstance(value, str):
-        raise ProtocolError(f"job.{name} must be a string")
-    return value
+    return sub.job(job_id, user="" if user is None else str(user),
+                   time_limit_s=None if limit is None else limit * 60.0)
 
 
 class AdviceService:
@@ -102,7 +107,6 @@ class AdviceService:
         # Slurm rejects at submission a job pinned to a node outside its partition: the policy
         # sees only the nodes of the partition the job runs in (the default one when unset).
         self.default_partition = default_partition
-        self._partition_masks: dict[tuple[int, str], np.ndarray] = {}
         # False under topology/block (Slurm 23.11+), where -w conflicts with block placement (the
         # topology wins and the job gets no allocation): a placement is then sent as a node-count
         # cap, Slurm picks the nodes inside its blocks.
@@ -120,27 +124,29 @@ class AdviceService:
         ``rng``: another thread's (the ready answers'); numpy's generators are not thread-safe."""
         started = time.perf_counter()
         decision_id = decision_id or new_decision_id()
-        job = job_from_request(fields, decision_id)
-        snapshot, partition_issue = self._in_partition(snapshot, fields.get("partition"))
-        advice = self.advisor.advise(snapshot, job, rng or self._rng) if partition_issue is None else \
-            Advice(job.id, None, self.advisor.policy.name, reason=partition_issue)
-        # Compared before expressing: pinned, Slurm lays tasks out by its own rule for pinned
-        # nodes, which can differ from what it would choose unpinned (expressible.py), so an
-        # advice equal to Slurm's own choice would be pinned into something else.
-        own = advice.placement is not None and self.pins and slurms_choice(
-            snapshot, job, fields, advice.placement, topology=self.has_switches)
-        placement, reason = (advice.placement, "") if own else self._expressed(snapshot, job, advice)
+        sub = submission(fields)
+        job = job_from_request(fields, decision_id, sub)
+        job, left = self._in_partition(snapshot, job, sub, fields.get("partition"))
+        advice = Advice(job.id, None, self.advisor.policy.name, reason=left) if left else \
+            self.advisor.advise(snapshot, job, rng or self._rng)
+        view = allowed(snapshot, job)  # what the advice was made on
+        own = advice.placement is not None and self.pins and not sub.unpinnable and \
+            slurms_choice(view, job, advice.placement, topology=self.has_switches)
+        placement, reason = (advice.placement, "") if own else self._expressed(view, job, advice, sub)
         layout = _layout(placement)
         action = "observe" if own else self._action(mode, placement, advice, snapshot, job)
         cap_nodes = advice.max_nodes
         if action == "place" and not self.pins:
             action, cap_nodes = "cap", len(placement.nodes())
-        reason = "; ".join(r for r in (reason or advice.reason, SLURMS_CHOICE if own else "") if r)
+        reason = "; ".join(r for r in (left or reason or advice.reason, SLURMS_CHOICE if own else "") if r)
+        if action == "observe" and not own and mode != "observe":
+            reason = f"{LEFT_TO_SLURM}: {reason or 'no placement to advise'}"
         reply: dict[str, Any] = {"ok": True, "decision": decision_id, "mode": mode, "action": action,
                                  "reason": reason}
         if action == "place":
-            reply.update(nodes=",".join(placement.nodes()), min_nodes=len(placement.nodes()),
-                         max_nodes=len(placement.nodes()), num_tasks=job.num_tasks, layout=format_layout(layout))
+            nodes = sorted(placement.nodes(), key=snapshot.index)
+            reply.update(nodes=hostlist.compress(nodes), min_nodes=len(nodes), max_nodes=len(nodes),
+                         num_tasks=job.num_tasks, layout=format_layout(layout))
         elif action == "cap":
             held = advice.held
             reply.update(max_nodes=cap_nodes, switches=1 if self.has_switches and held else None,
@@ -151,39 +157,46 @@ class AdviceService:
             layout=tuple(layout) if action == "place" else (), would=tuple(layout) if action != "place" else (),
             max_nodes=cap_nodes, latency_ms=(time.perf_counter() - started) * 1e3,
             fallback=advice.fallback, reason=reply["reason"])
-        claimed = action == "place" or (own and mode != "observe")
+        # What Slurm will run where: a pin, or its own choice; observe mode claims what advise
+        # would, so that a burst's later decisions see its earlier ones.
+        claimed = action == "place" or own or (mode == "observe" and placement is not None and not left)
         return reply, decision, job, placement if claimed else None
 
-    def _in_partition(self, snapshot: ClusterSnapshot, partition: Any) -> tuple[ClusterSnapshot, str | None]:
-        """The snapshot with only the nodes of the job's partition free; or why it cannot say."""
+    def _in_partition(self, snapshot: ClusterSnapshot, job: Job, sub: Submission,
+                      partition: Any) -> tuple[Job, str]:
+        """The job with its request's partition made explicit, or why the advisor leaves it to Slurm:
+        an unmodelled option, a job that cannot start now, a partition it cannot place in."""
+        if sub.unmodelled:
+            return job, sub.unmodelled
+        if sub.not_now:
+            return job, f"wait: the job {sub.not_now}"
         if partition is not None and not isinstance(partition, str):
             raise ProtocolError("job.partition must be a string")
-        name = partition or self.default_partition
         if not any(n.partitions for n in snapshot.nodes[:1]):
-            return snapshot, None  # no partitions known (a simulated cluster): every node
+            return job, ""  # no partitions known (a simulated cluster): every node
+        if partition and "," in partition:
+            return job, "several partitions requested: Slurm chooses one, so no pin"
+        name = partition or self.default_partition
         if name is None:
-            return snapshot, "the job names no partition and Slurm's default one is unknown: no pin"
-        if "," in name:
-            return snapshot, "several partitions requested: Slurm chooses one, so no pin"
-        key = (id(snapshot.layout), name)
-        mask = self._partition_masks.get(key)
-        if mask is None:
-            if len(self._partition_masks) > 64:
-                self._partition_masks.clear()
-            mask = np.array([name in n.partitions for n in snapshot.nodes], dtype=bool)
-            self._partition_masks[key] = mask
-        if mask.all():
-            return snapshot, None
-        if not mask.any():
-            return snapshot, f"partition {name!r} holds none of the nodes the advisor knows"
-        return snapshot.with_free(np.where(mask[:, None], snapshot.free_array(), 0)), None
+            return job, "the job names no partition and Slurm's default one is unknown: no pin"
+        job = replace(job, request=replace(job.request, partition=name))
+        mask = job.request.eligible(snapshot)
+        if mask is not None and not mask.any():
+            return job, f"no node of partition {name!r} can take it under its request"
+        return job, ""
 
-    def _expressed(self, snapshot: ClusterSnapshot, job: Job, advice: Advice) -> tuple[Placement | None, str]:
+    def _expressed(self, snapshot: ClusterSnapshot, job: Job, advice: Advice,
+                   sub: Submission) -> tuple[Placement | None, str]:
         if advice.placement is None:
             return None, ""
+        if sub.unpinnable:
+            return None, sub.unpinnable
         placement = self.express(snapshot, job, advice.placement)
         if placement is None or not snapshot.fits(job, placement):
-            return None, "Slurm cannot lay the advised nodes out for this job now"
+            return None, NOT_EXPRESSIBLE
+        broken = job.request.violations(snapshot, placement) if job.request is not None else []
+        if broken:
+            return None, f"{NOT_EXPRESSIBLE}: {'; '.join(broken)}"
         return placement, ""
 
     @staticmethod
@@ -195,35 +208,35 @@ class AdviceService:
             return "place"
         if mode == "enforce" and advice.held and advice.max_nodes and _cap_feasible(snapshot, job, advice.max_nodes):
             return "cap"
-        return "none"
+        return "observe"  # left to Slurm as submitted, stamped: the decision links to its outcome
 
 
-def slurms_choice(snapshot: ClusterSnapshot, job: Job, fields: dict[str, Any], placement: Placement, *,
-                  topology: bool = False) -> bool:
+def slurms_choice(snapshot: ClusterSnapshot, job: Job, placement: Placement, *, topology: bool = False) -> bool:
     """Whether Slurm, given the job's own request unmodified, would put exactly ``placement``'s
-    tasks on exactly its nodes (select/cons_tres on ``snapshot``: ``policies/cons_tres.py``, the
-    slurm-default policy's rule, ``_eval_nodes_topo`` when the cluster has switches), PS tasks
-    counted as ``slurm-advisor layout`` counts them in an unpinned job (Slurm's first tasks).
+    tasks on exactly its nodes (select/cons_tres on ``snapshot``, the nodes its request allows:
+    ``slurm/cons_tres.py``, the slurm-default policy's rule, ``_eval_nodes_topo`` when the cluster
+    has switches), PS tasks counted as ``slurm-advisor layout`` counts them in an unpinned job
+    (Slurm's first tasks).
 
-    False where the model does not know Slurm's choice: a job that names its nodes (``-w``), asks
-    for GPUs per node (``--gres``) or memory per node (``--mem``); it is then pinned as before."""
-    if fields.get("req_nodes") or fields.get("tres_per_node") or \
-            (fields.get("pn_min_memory") and not fields.get("mem_per_cpu")):
+    False where the model does not know Slurm's choice: a request that names its nodes, fixes
+    tasks, GPUs or memory per node, or asks for whole, contiguous nodes or few switches; it is then
+    pinned where the pin honours it."""
+    request = job.request
+    if request is not None and request.narrows():
         return False
-    min_nodes, max_nodes = fields.get("min_nodes"), fields.get("max_nodes")
-    slurm = select(snapshot, job, topology=topology, min_nodes=_count_or(min_nodes, 1),
-                   max_nodes=_count_or(max_nodes, None))
+    min_nodes, max_nodes = (1, None) if request is None else (request.min_nodes, request.max_nodes)
+    slurm = select(snapshot, job, topology=topology, min_nodes=min_nodes, max_nodes=max_nodes)
     return slurm is not None and sorted(slurm.per_node()) == sorted(placement.per_node())
 
 
-def _count_or(value: Any, default: int | None) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else default
-
-
 def _cap_feasible(snapshot: ClusterSnapshot, job: Job, max_nodes: int) -> bool:
-    """Whether the job fits in ``max_nodes`` nodes of the empty cluster. Slurm rejects at submission
-    a job whose node cap no node configuration can meet ("Requested node configuration is not
-    available"): a cap the job can never meet would cost the user the job."""
+    """Whether a node-count cap keeps inside the job's own request and lets it fit in ``max_nodes``
+    nodes of the empty cluster. Slurm rejects at submission a job whose node cap no node
+    configuration can meet ("Requested node configuration is not available"), and one below its
+    own minimum: a cap the job can never meet would cost the user the job."""
+    request = job.request
+    if request is not None and (max_nodes < request.min_nodes or request.narrows()):
+        return False
     return select(ClusterSnapshot.empty(snapshot.nodes), job, max_nodes=max_nodes) is not None
 
 

@@ -52,6 +52,7 @@ class NodeLayout:
         #: the last few running-job maps indexed by node (``ClusterSnapshot.jobs_on``): the
         #: next snapshot's index is patched from the nearest by the jobs that started or ended
         self.jobs_by_node = Recent()
+        self._masks: dict[tuple, np.ndarray] = {}  # see mask()
         self.nodes = nodes
         self.index: Mapping[str, int] = MappingProxyType({n.name: i for i, n in enumerate(nodes)})
         if len(self.index) != len(nodes):
@@ -75,6 +76,19 @@ class NodeLayout:
             by_switch[bounds[s]:bounds[s + 1]] for s in range(len(self.switch_names)))
         for members in self.switch_members:
             members.flags.writeable = False
+
+    def mask(self, key: tuple, compute) -> np.ndarray:
+        """A read-only per-node mask that depends on the nodes alone (a partition's, a feature
+        set's), computed once per layout: ``compute()`` gives one bool per node."""
+        masks = self._masks
+        mask = masks.get(key)
+        if mask is None:
+            if len(masks) > 256:  # requests name few partitions and feature sets; bound it anyway
+                masks.clear()
+            mask = np.array(compute(), dtype=bool).reshape(len(self.nodes))
+            mask.flags.writeable = False
+            masks[key] = mask
+        return mask
 
     @classmethod
     def of(cls, nodes: tuple[Node, ...]) -> NodeLayout:

@@ -5,6 +5,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+#: How a decision's reason starts when the job went to Slurm as submitted (stamped only) although
+#: the advisor was asked: no room now, an unmodelled option, a layout it cannot express, ...
+LEFT_TO_SLURM = "left to Slurm as submitted"
+
 
 @dataclass(frozen=True)
 class Decision:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from slurm_advisor.domain.request import JobRequest
 from slurm_advisor.domain.resources import Resources
 
 
@@ -31,6 +32,8 @@ class Job:
     #: Slurm's --time: the job is ended (state TIMEOUT) when it has run this long; the
     #: scheduler plans backfill with it. None: the simulator applies its default rule.
     time_limit_s: float | None = None
+    #: where Slurm may run it, as its submitter asked (None: anywhere its tasks fit)
+    request: JobRequest | None = None
     _total: Resources = field(init=False, repr=False, compare=False, default=Resources())
 
     def __post_init__(self) -> None:

@@ -33,9 +33,9 @@ import numpy as np
 from slurm_advisor.advisor import SpeedPredictor
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, RunningJob
 from slurm_advisor.learned.load_index import LoadIndex
-from slurm_advisor.policies import cons_tres
 from slurm_advisor.policies.base import Hold, Policy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+from slurm_advisor.slurm import cons_tres
 
 # Candidate patience levels training chooses from (0: never hold, the plain rule).
 PATIENCE_LEVELS = (0.0, 0.3, 0.5, 0.7, 0.85)

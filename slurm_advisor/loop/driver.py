@@ -28,7 +28,6 @@ from slurm_advisor.advisor import Advisor
 from slurm_advisor.daemon.client import Client
 from slurm_advisor.daemon.config import DaemonConfig
 from slurm_advisor.daemon.daemon import Daemon
-from slurm_advisor.daemon.expressible import express
 from slurm_advisor.daemon.server import AdvisorServer
 from slurm_advisor.daemon.service import AdviceService
 from slurm_advisor.domain import Job, Node
@@ -41,6 +40,7 @@ from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.retrain import modelsdir
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.runner import build_advisor
+from slurm_advisor.slurm.expressible import express
 from slurm_advisor.speedmodels.base import SpeedModel
 from slurm_advisor.store import Store
 

@@ -24,8 +24,8 @@ from slurm_advisor.daemon.protocol import parse_layout
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources
 from slurm_advisor.errors import InputError
 from slurm_advisor.policies.base import Hold
-from slurm_advisor.policies.cons_tres import select
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+from slurm_advisor.slurm.cons_tres import select
 
 
 def as_submitted(job: Job, slurm_id: int) -> Job:

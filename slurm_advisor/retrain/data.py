@@ -20,10 +20,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from slurm_advisor.daemon.protocol import ProtocolError, parse_marker
 from slurm_advisor.daemon.service import job_from_request
 from slurm_advisor.domain import Job, SpeedSample
 from slurm_advisor.errors import InputError
+from slurm_advisor.slurm.marker import parse_marker
 
 MIN_TRAIN_SAMPLES = 20  # the speed model's own minimum
 
@@ -75,7 +75,7 @@ def recent_jobs(store, limit: int) -> JobMix:
         try:
             job = job_from_request(d.request, d.id)
             marker = parse_marker(d.request.get("comment"))
-        except (ProtocolError, ValueError):
+        except ValueError:
             mix.skipped += 1
             continue
         length, how = _length(reports.get(d.id, []), outcomes.get(d.id), marker.iters)

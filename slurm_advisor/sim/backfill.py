@@ -31,7 +31,7 @@ import numpy as np
 
 from slurm_advisor.domain import Job, Resources
 from slurm_advisor.domain.cluster import NodeLayout
-from slurm_advisor.policies.cons_tres import choose_nodes, could_fit, usable_slots
+from slurm_advisor.slurm.cons_tres import choose_nodes, could_fit, usable_slots
 
 #: ``_will_run_test``'s first window (``time_window = 30``), doubled after every batch.
 WILL_RUN_WINDOW_S = 30.0
@@ -71,7 +71,7 @@ class ChoiceMemo:
     with the same planned ends removed, for each queued job of a shape, in every pass until
     the state changes (on a congested 16-node trace nine asks in ten had been asked before).
     The choice is a function of the room, the job's task counts and demands and the node cap
-    alone (``policies/cons_tres.py`` reads nothing else of the job), so the memo is exact.
+    alone (``slurm/cons_tres.py`` reads nothing else of the job), so the memo is exact.
     Keys hold the room's bytes: at most ``budget_bytes`` of them are kept (the memo starts
     afresh beyond), so at 10,000 nodes it holds a few hundred rooms, at 16 nodes tens of
     thousands."""

@@ -57,12 +57,11 @@ def test_metrics_are_served_and_an_advise_moves_them(metered):
         assert name in before, name
     assert before["slurm_advisor_advice_latency_seconds_count"] == 0
     assert metered.advise(marked(workers=2))["action"] == "observe"  # slurm-default: Slurm's own choice
-    assert metered.advise(marked(workers=99))["action"] == "none"  # fits nowhere: a fallback
+    assert metered.advise(marked(workers=99))["action"] == "observe"  # fits nowhere: left to Slurm, stamped
     after = scrape(port)
     assert after["slurm_advisor_requests_total"] == 2
     assert after["slurm_advisor_advice_latency_seconds_count"] == 2
-    assert after['slurm_advisor_decisions_total{action="observe",mode="advise"}'] == 1
-    assert after['slurm_advisor_decisions_total{action="none",mode="advise"}'] == 1
+    assert after['slurm_advisor_decisions_total{action="observe",mode="advise"}'] == 2
     # Slurm's own choice carries a reason but is advice, not a fallback
     assert [k for k in after if k.startswith("slurm_advisor_fallbacks_total")] == \
         ['slurm_advisor_fallbacks_total{reason="policy_no_placement"}']

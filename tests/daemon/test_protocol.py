@@ -31,31 +31,6 @@ def test_encode_refuses_nan():
         protocol.encode({"x": float("nan")})
 
 
-def test_marker_is_found_among_other_text():
-    marker = protocol.parse_marker("nightly run slurm-advisor: type=resnet50 ps=1 workers=4 model_mb=98 batch=64 (ok)")
-    assert marker == protocol.Marker("resnet50", 1, 4, 98.0, 64, None)
-
-
-def test_no_marker_is_none():
-    assert protocol.parse_marker("just a comment") is None
-    assert protocol.parse_marker(None) is None
-
-
-@pytest.mark.parametrize(("comment", "message"), [
-    ("slurm-advisor:", "key=value"),
-    ("slurm-advisor: type=x ps=1", "lacks workers"),
-    ("slurm-advisor: type=x ps=1 workers=two", "not an integer"),
-    ("slurm-advisor: type=x ps=0 workers=0", "workers >= 1"),
-    ("slurm-advisor: type=x ps=0 workers=1 gpus=3", "unknown marker key 'gpus'"),
-    ("slurm-advisor: type=$(reboot) ps=0 workers=1", "letters, digits"),
-    ("slurm-advisor: type=x ps=0 workers=1 model_mb=inf", "out of range"),
-    ("slurm-advisor: type=x ps=0 workers=1 iters=0", "out of range"),
-])
-def test_malformed_markers_name_the_key(comment, message):
-    with pytest.raises(ProtocolError, match=message):
-        protocol.parse_marker(comment)
-
-
 def test_task_shape_from_slurm_options():
     assert protocol.task_shape({"cpus_per_task": 4, "pn_min_memory": 2000, "mem_per_cpu": True,
                                 "tres_per_task": "gres:gpu:2"}) == protocol.TaskShape(4, 2, 8000)

@@ -86,12 +86,12 @@ def gpus_per_node(daemon) -> dict[str, int]:
 
 def test_a_repeat_request_gets_its_answer_computed_ahead(spread):
     over_socket = call(spread.config.socket, "advise", job=marked(workers=2, name="first"), ready_key=KEY)
-    assert over_socket["action"] == "place" and over_socket["nodes"] == "n1,n2"
+    assert over_socket["action"] == "place" and over_socket["nodes"] == "n[1-2]"
     header, answers = published(spread)
     assert header["v"] == 1 and (header["hook"], header["seen"]) == ("", 0) and header["expires"] > time.time()
     ready = answers[KEY]["reply"]
     # computed with the first job's claim subtracted: the emptiest nodes are now n3 and n4
-    assert ready["action"] == "place" and ready["nodes"] == "n3,n4"
+    assert ready["action"] == "place" and ready["nodes"] == "n[3-4]"
     assert ready["decision"] == answers[KEY]["id"] != over_socket["decision"]
 
 
@@ -124,7 +124,8 @@ def test_a_note_queued_before_a_request_is_read_before_it_is_answered(spread):
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.sendto(note(answers[KEY]["id"], marked(workers=2, gpus=3)), str(taken_path(spread.config.socket)))
     # at once: the server must read the note first, or this job would be given n3 and n4 too
-    assert call(spread.config.socket, "advise", job=marked(workers=2, gpus=3))["action"] == "none"
+    reply = call(spread.config.socket, "advise", job=marked(workers=2, gpus=3))
+    assert reply["action"] == "observe" and reply["reason"].startswith("left to Slurm as submitted")
     assert max(gpus_per_node(spread).values()) <= 4
 
 
@@ -154,7 +155,8 @@ def test_a_take_that_claims_nothing_recomputes_only_its_own_answer(by_hand):
     path, dispatcher = ready_path(by_hand.config.socket), by_hand.dispatcher()
     assert by_hand.ready.rebuild() and len(computed) == 3
     _, before = read_ready(path)
-    assert before["none"]["reply"]["action"] == "none" and before["two"]["reply"]["action"] == "place"
+    assert before["none"]["reply"]["action"] == "observe" and before["two"]["reply"]["action"] == "place"
+    assert before["none"]["reply"]["reason"].startswith("left to Slurm as submitted")
     dispatcher.taken(note(before["none"]["id"], keys["none"]), 0)
     assert by_hand.state.counters.ready_taken == 1
     assert by_hand.ready.rebuild() and computed[3:] == [keys["none"]]

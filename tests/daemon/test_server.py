@@ -43,7 +43,8 @@ def test_quick_submissions_do_not_share_free_gpus(served):
     # job running, Slurm's view still shows its GPUs free.
     with Client(served.config.socket) as client:
         replies = [client.call("advise", job=marked(workers=4, gpus=1)) for _ in range(5)]
-    assert [r["action"] for r in replies] == ["observe"] * 4 + ["none"]
+    assert [r["action"] for r in replies] == ["observe"] * 5
+    assert replies[4]["reason"].startswith("left to Slurm as submitted")  # no room: stamped, not claimed
     assert [{n for _, n in served._decision(r["decision"]).would} for r in replies[:4]] == [{"n1"}, {"n2"},
                                                                                            {"n3"}, {"n4"}]
 
@@ -54,8 +55,9 @@ def test_quick_pinned_submissions_do_not_share_free_gpus(served):
     # claimed. With one GPU left on each node, Slurm too would take all four: the fourth is its own.
     with Client(served.config.socket) as client:
         replies = [client.call("advise", job=marked(workers=4, gpus=1)) for _ in range(5)]
-    assert [r.get("nodes") for r in replies] == ["n1,n2,n3,n4"] * 3 + [None, None]
-    assert [r["action"] for r in replies] == ["place"] * 3 + ["observe", "none"]
+    assert [r.get("nodes") for r in replies] == ["n[1-4]"] * 3 + [None, None]
+    assert [r["action"] for r in replies] == ["place"] * 3 + ["observe", "observe"]
+    assert replies[4]["reason"].startswith("left to Slurm as submitted")
 
 
 @pytest.mark.parametrize(("policy", "workers", "action"), [(None, 16, "observe"), (SpreadPolicy(), 12, "place")],
@@ -71,7 +73,8 @@ def test_claims_end_after_their_bound(tmp_path, policy, workers, action):
         with ServerThread(AdvisorServer(daemon.config.socket, daemon.dispatcher(), 0.5)):
             first = call(daemon.config.socket, "advise", job=marked(workers=workers, gpus=1))
             assert first["action"] == action
-            assert call(daemon.config.socket, "advise", job=marked(workers=workers, gpus=1))["action"] == "none"
+            assert call(daemon.config.socket, "advise", job=marked(workers=workers, gpus=1))["reason"].startswith(
+                "left to Slurm as submitted")
             time.sleep(0.5)  # the first job never showed up running: its claim lapses
             assert call(daemon.config.socket, "advise", job=marked(workers=workers, gpus=1))["action"] == action
     finally:

@@ -47,7 +47,7 @@ def test_advise_mode_places_and_records():
     # spread puts the two workers on two nodes; Slurm would put both on n1: a pin
     reply, decision, job, placement = service(SpreadPolicy()).advise(ClusterSnapshot.empty(NODES),
                                                                      marked(workers=2), "advise")
-    assert reply["action"] == "place" and reply["nodes"] == "n1,n2" and reply["reason"] == ""
+    assert reply["action"] == "place" and reply["nodes"] == "n[1-2]" and reply["reason"] == ""
     assert (reply["min_nodes"], reply["max_nodes"], reply["num_tasks"]) == (2, 2, 2)
     assert reply["layout"] == "worker=n1,n2"
     assert decision.layout == (("worker", "n1"), ("worker", "n2")) and decision.action == "place"
@@ -110,9 +110,9 @@ def test_slurms_choice_honours_the_users_node_counts():
     # -N 2: Slurm spreads the job over two nodes (n1, n2 in order) where it would have used one
     snap = ClusterSnapshot.empty(NODES)
     job = marked(workers=2, min_nodes=2, max_nodes=2)
-    assert slurms_choice(snap, job_from_request(job, "d-1"), job, Placement.of(job_from_request(job, "d-1"),
-                                                                                 ["n1", "n2"]))
-    assert service().advise(snap, job, "advise")[0]["action"] == "place"  # slurm-default ignores -N: n1 x 2
+    assert slurms_choice(snap, job_from_request(job, "d-1"), Placement.of(job_from_request(job, "d-1"), ["n1", "n2"]))
+    reply = service().advise(snap, job, "advise")[0]  # slurm-default honours -N 2: Slurm's own choice
+    assert reply["action"] == "observe" and SLURMS_CHOICE in reply["reason"]
 
 
 def test_slurms_choice_follows_the_topology():
@@ -124,29 +124,32 @@ def test_slurms_choice_follows_the_topology():
     fields = marked(workers=2)
     job = job_from_request(fields, "d-1")
     on_n3 = Placement.of(job, ["n3", "n3"])
-    assert slurms_choice(snap, job, fields, on_n3, topology=True)
-    assert not slurms_choice(snap, job, fields, on_n3, topology=False)
+    assert slurms_choice(snap, job, on_n3, topology=True)
+    assert not slurms_choice(snap, job, on_n3, topology=False)
 
 
 def test_observe_mode_changes_nothing_but_records_what_it_would_do():
     reply, decision, _, placement = service().advise(ClusterSnapshot.empty(NODES), marked(), "observe")
-    assert reply["action"] == "observe" and "nodes" not in reply and "max_nodes" not in reply and placement is None
+    assert reply["action"] == "observe" and "nodes" not in reply and "max_nodes" not in reply
     assert decision.would == (("worker", "n1"), ("worker", "n1")) and decision.layout == ()
     assert SLURMS_CHOICE in decision.reason  # and whether it was Slurm's own choice
+    assert placement is not None  # claimed as in advise mode: a burst's later jobs see it
     reply, decision, _, placement = service(SpreadPolicy()).advise(ClusterSnapshot.empty(NODES), marked(), "observe")
-    assert reply["action"] == "observe" and placement is None and decision.reason == ""
+    assert reply["action"] == "observe" and decision.reason == ""
+    assert placement is not None and {n for _, n in decision.would} == {"n1", "n2"}  # claimed as advise would pin
     assert decision.would == (("worker", "n1"), ("worker", "n2"))
 
 
 def test_a_job_that_cannot_start_now_is_left_to_slurm():
     full = ClusterSnapshot.empty(NODES).with_free(ClusterSnapshot.empty(NODES).free_array() * 0)
     reply, decision, _, placement = service().advise(full, marked(), "enforce")
-    assert reply["action"] == "none" and placement is None and decision.reason
+    assert reply["action"] == "observe" and placement is None  # stamped: its outcome links back
+    assert decision.reason.startswith("left to Slurm as submitted: ")
 
 
 def test_hold_is_a_cap_only_in_enforce_mode():
     snap = ClusterSnapshot.empty(NODES)
-    assert service(Holding()).advise(snap, marked(), "advise")[0]["action"] == "none"
+    assert service(Holding()).advise(snap, marked(), "advise")[0]["action"] == "observe"
     reply = service(Holding()).advise(snap, marked(), "enforce")[0]
     assert reply["action"] == "cap" and reply["max_nodes"] == 1 and reply["switches"] is None
     topo = service(Holding(), has_switches=True, hold_wait_s=300).advise(snap, marked(), "enforce")[0]
@@ -156,7 +159,7 @@ def test_hold_is_a_cap_only_in_enforce_mode():
 def test_a_layout_slurm_cannot_express_is_not_pinned():
     svc = AdviceService(Advisor(SpreadPolicy()), lambda s, j, p: None)  # spread: not Slurm's own choice
     reply, _, _, placement = svc.advise(ClusterSnapshot.empty(NODES), marked(), "advise")
-    assert reply["action"] == "none" and "cannot lay" in reply["reason"] and placement is None
+    assert reply["action"] == "observe" and "cannot lay" in reply["reason"] and placement is None
 
 
 def test_slurms_own_choice_is_compared_before_it_is_expressed():
@@ -199,7 +202,7 @@ def test_a_cap_the_job_can_never_meet_is_not_sent():
     # Slurm rejects at submission a job whose node cap no configuration meets: that would cost
     # the user the job. Four 4-GPU nodes: 8 one-GPU workers need two nodes even when empty.
     reply = service(Holding()).advise(ClusterSnapshot.empty(NODES), marked(workers=8), "enforce")[0]
-    assert reply["action"] == "none"
+    assert reply["action"] == "observe"
 
 
 PARTED = tuple(Node(f"n{i}", 8, 4, 32000, partitions=frozenset({"batch"} | ({"small"} if i <= 2 else set())))
@@ -217,9 +220,9 @@ def _busy_small_nodes():
 def test_a_job_is_placed_only_on_nodes_of_its_partition():
     snap = _busy_small_nodes()
     svc = service(SpreadPolicy(), default_partition="batch")
-    assert svc.advise(snap, marked(workers=4), "advise")[0]["nodes"] == "n3,n4"   # default partition: any node
+    assert svc.advise(snap, marked(workers=4), "advise")[0]["nodes"] == "n[3-4]"   # default partition: any node
     reply = svc.advise(snap, marked(workers=2, partition="small"), "advise")[0]  # Slurm: n1 x 2
-    assert reply["action"] == "place" and reply["nodes"] == "n1,n2"
+    assert reply["action"] == "place" and reply["nodes"] == "n[1-2]"
 
 
 def test_slurms_choice_is_the_one_inside_the_jobs_partition():
@@ -235,8 +238,8 @@ def test_slurms_choice_is_the_one_inside_the_jobs_partition():
 @pytest.mark.parametrize(("partition", "default", "why"), [
     ("small,batch", "batch", "several partitions"),
     (None, None, "default one is unknown"),
-    ("gpu", "batch", "holds none of the nodes"),
+    ("gpu", "batch", "no node of partition 'gpu'"),
 ])
 def test_no_pin_when_the_partition_is_unclear(partition, default, why):
     reply = service(default_partition=default).advise(_busy_small_nodes(), marked(partition=partition), "advise")[0]
-    assert reply["action"] == "none" and why in reply["reason"]
+    assert reply["action"] == "observe" and why in reply["reason"]

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 from fake_advisor import CAP, NONE, OBSERVE, PLACE, FakeAdvisor, close_silently, line
 
-from slurm_advisor.daemon.protocol import decode_request, parse_marker, task_shape
+from slurm_advisor.daemon.protocol import decode_request, task_shape
+from slurm_advisor.slurm.marker import parse_marker
 
 REPO = Path(__file__).resolve().parents[2]
 HOOK = REPO / "hooks" / "job_submit.lua"

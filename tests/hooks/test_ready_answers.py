@@ -66,7 +66,7 @@ def test_a_burst_takes_ready_answers_and_never_overcommits(tmp_path: Path, pause
     finally:
         daemon.stop()
     stamped = [c["admin_comment"].split(":")[1] for c in calls if "admin_comment" in c]
-    assert len(stamped) == 8  # 16 GPUs, 2 a job: eight jobs advised, then none fit
+    assert len(stamped) == 12  # every marked job leaves a record
     assert held == {"n1": 4, "n2": 4, "n3": 4, "n4": 4}
     assert daemon.ready.unknown == 0  # every answer the hook used was one the daemon held
     if pause_s:  # with time for the file to be rewritten (back to back, a busy machine may miss all)
@@ -75,3 +75,6 @@ def test_a_burst_takes_ready_answers_and_never_overcommits(tmp_path: Path, pause
         recorded = {d.id: d for d in store.load_decisions()}
     assert set(stamped) <= set(recorded)  # every decision the hook wrote is the daemon's record
     assert all(recorded[i].request["name"] == "train" for i in stamped)
+    # 16 GPUs, 2 a job: eight jobs advised, then none fit and the rest are left to Slurm, stamped
+    left = [i for i in stamped if recorded[i].reason.startswith("left to Slurm as submitted")]
+    assert len(left) == 4 and all(not recorded[i].layout for i in left)

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from slurmctl import Slurm
 
-from slurm_advisor.daemon.expressible import slurm_counts
 from slurm_advisor.domain import ClusterSnapshot, Node, Resources
-from slurm_advisor.policies.cons_tres import usable_slots
+from slurm_advisor.slurm.cons_tres import usable_slots
+from slurm_advisor.slurm.expressible import slurm_counts
 
 SEED = 20261202
 JOBS = 45

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from slurm_advisor.domain import Job, Resources
-from slurm_advisor.policies.cons_tres import (
+from slurm_advisor.slurm.cons_tres import (
     _biggest,
     could_fit,
     fits_once,

@@ -1,15 +1,15 @@
 """What Slurm 22.05 allocates to a pinned job (``-w nodes -N k -n N``), case by case from its source.
 
 Each case names the function of slurm-22-05-9-1 it pins down (see the module docstring of
-``slurm_advisor/daemon/expressible.py``). The testbed's nodes: 8 CPUs, 4 GPUs, 32000 MB. The
+``slurm_advisor/slurm/expressible.py``). The testbed's nodes: 8 CPUs, 4 GPUs, 32000 MB. The
 cases marked "testbed" were observed on the real slurmctld (22.05.8).
 """
 import numpy as np
 import pytest
 
-from slurm_advisor.daemon.expressible import compute_c_b, express, required_node_cpus, slurm_counts
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Resources
-from slurm_advisor.policies.cons_tres import usable_slots
+from slurm_advisor.slurm.cons_tres import usable_slots
+from slurm_advisor.slurm.expressible import compute_c_b, express, required_node_cpus, slurm_counts
 
 NODES = tuple(Node(f"n{i}", 8, 4, 32_000) for i in range(1, 5))
 EMPTY = ClusterSnapshot.empty(NODES)

@@ -67,17 +67,19 @@ from collections.abc import Sequence
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources
-from slurm_advisor.policies.cons_tres import usable_slots
+from slurm_advisor.slurm.cons_tres import usable_slots
 
 
 def slurm_counts(layout, free: np.ndarray, node_indices: Sequence[int], num_tasks: int,
-                 task_demand: Resources) -> list[int] | None:
+                 task_demand: Resources, max_per_node: int | None = None) -> list[int] | None:
     """Tasks per node Slurm allocates to a job of ``num_tasks`` tasks of ``task_demand`` pinned
     to exactly ``node_indices`` (``-w`` those nodes, ``-N`` their count), aligned with
     ``node_indices`` as given; None if Slurm would not start it now.
 
     ``free`` is (cpus, gpus, mem_mb) per node in ``layout``'s order; ``task_demand.mem_mb`` is
-    one task's memory (``--mem-per-cpu`` times c). Steps 1-4 of the module docstring."""
+    one task's memory (``--mem-per-cpu`` times c). ``max_per_node``: ``--ntasks-per-node``, which
+    caps a node's CPUs for the job at that many tasks' (``_get_res_avail`` -> ``_allocate_sc``).
+    Steps 1-4 of the module docstring."""
     nodes = [int(i) for i in node_indices]
     if not nodes or len(set(nodes)) != len(nodes) or not all(0 <= i < len(layout.nodes) for i in nodes):
         raise ValueError(f"node indices must be distinct indices of the layout, not {list(node_indices)}")
@@ -88,6 +90,8 @@ def slurm_counts(layout, free: np.ndarray, node_indices: Sequence[int], num_task
     order = sorted(nodes)
     rows = np.asarray(free, dtype=np.int64)[order]
     usable = usable_cpus(rows, num_tasks, task_demand)
+    if max_per_node is not None:
+        usable = np.minimum(usable, max_per_node * task_demand.cpus)
     given = required_node_cpus(usable, num_tasks, task_demand.cpus)
     if given is None:
         return None
@@ -169,8 +173,10 @@ def express(snapshot: ClusterSnapshot, job: Job, placement: Placement) -> Placem
     if unknown:
         raise ValueError(f"job {job.id}: placement names nodes not in the cluster: {unknown}")
     order = sorted(names, key=snapshot.index)
+    request = job.request
     counts = slurm_counts(snapshot.layout, snapshot.free_array(), [snapshot.index(n) for n in order],
-                          job.num_tasks, job.worker_demand)
+                          job.num_tasks, job.worker_demand,
+                          None if request is None else request.max_tasks_per_node)
     if counts is None:
         return None
     ps_wanted = {node: ps for node, ps, _ in placement.per_node()}

@@ -216,7 +216,7 @@ def test_cost_is_a_few_vector_passes_at_10000_nodes() -> None:
 def test_a_nodes_split_of_tasks_is_the_task_by_task_count() -> None:
     """``_split`` counts in one step what handing out tasks one at a time gives: PS first, each
     while it fits (a need of 0 fits while the room is not negative)."""
-    from slurm_advisor.policies.cons_tres import _split
+    from slurm_advisor.slurm.cons_tres import _split
 
     def one_at_a_time(room, job, ps_left, w_left, count):
         room = Resources(*room)
@@ -241,7 +241,7 @@ def test_a_nodes_split_of_tasks_is_the_task_by_task_count() -> None:
 def test_the_lightest_sufficient_weight_is_found_without_sorting() -> None:
     """``_lightest_sufficient`` counts weights by offset; the same sets as Slurm's rule read
     over the sorted distinct weights."""
-    from slurm_advisor.policies.cons_tres import _lightest_sufficient
+    from slurm_advisor.slurm.cons_tres import _lightest_sufficient
 
     def by_sorting(avail, weight, usable, tasks, min_nodes):
         weights = np.unique(weight[usable])
@@ -270,7 +270,7 @@ def test_the_lightest_sufficient_weight_is_found_without_sorting() -> None:
 def test_slots_are_remembered_for_a_read_only_array_only() -> None:
     """A snapshot's free array is read-only: the answer for it is kept (and read-only too); a
     writable array (backfill's rooms) may change under the same identity and is asked afresh."""
-    from slurm_advisor.policies.cons_tres import fits_once, usable_slots
+    from slurm_advisor.slurm.cons_tres import fits_once, usable_slots
 
     demand = Resources(4, 1, 8_000)
     frozen = np.array([[8, 2, 16_000], [4, 0, 8_000]], dtype=np.int64)
