@@ -567,6 +567,13 @@ end
 
 -- Every write, after every check. (Slurm's job_desc takes these types; nothing here can raise.)
 local function apply(job_desc, plan)
+    local env = job_desc.environment  -- a batch job's; Slurm ignores (and logs) writes for others
+    if env ~= nil then
+        -- the marker, for `slurm-advisor layout` in a job Slurm placed (a comment is not in the
+        -- job's environment): its key=value pairs only, so nothing else of the comment travels
+        local marker = type(job_desc.comment) == "string" and job_desc.comment:match("slurm%-advisor:[%w%s_=.+%-]*")
+        if marker then env.SLURM_ADVISOR_MARKER = marker:gsub("%s+$", "") end
+    end
     if plan.action == "observe" then
         stamp(job_desc, "slurm-advisor:" .. plan.decision .. ":observed")
         return
@@ -584,7 +591,6 @@ local function apply(job_desc, plan)
         end
     end
     stamp(job_desc, "slurm-advisor:" .. plan.decision)
-    local env = job_desc.environment  -- a batch job's; Slurm ignores (and logs) writes for others
     if env ~= nil then
         if plan.layout then env.SLURM_ADVISOR_LAYOUT = plan.layout end
         env.SLURM_ADVISOR_DECISION = plan.decision

@@ -30,6 +30,8 @@ DRIVER = Path(__file__).parent / "lua" / "driver.lua"
 LUA = shutil.which("lua5.1")
 TIMEOUT_S = 0.2
 
+# what the hook copies of the marker into a batch job's environment (for `slurm-advisor layout`)
+MARKER_ENV = "slurm-advisor: type=resnet50 ps=1 workers=4 batch=64"
 MARKED = {"comment": 'run 7 "x" slurm-advisor: type=resnet50 ps=1 workers=4 batch=64', "name": "train",
           "user_id": 1000, "partition": "batch", "num_tasks": 5, "cpus_per_task": 2, "mem_per_cpu": 4000,
           "tres_per_task": "gres:gpu:1", "time_limit": 120, "environment": {"HOME": "/home/u"}}
@@ -102,7 +104,7 @@ def test_place_writes_nodes_tasks_layout_and_decision(run_hook, daemon: FakeAdvi
         "req_nodes": "n1,n3", "min_nodes": 2, "max_nodes": 2, "num_tasks": 5,
         "admin_comment": "slurm-advisor:d-5f0c2a9e41b7",
         "environment.SLURM_ADVISOR_LAYOUT": "ps=n1;worker=n1,n3,n3,n3",
-        "environment.SLURM_ADVISOR_DECISION": "d-5f0c2a9e41b7",
+        "environment.SLURM_ADVISOR_DECISION": "d-5f0c2a9e41b7", "environment.SLURM_ADVISOR_MARKER": MARKER_ENV,
     }
     assert result["after"]["comment"] == MARKED["comment"]  # the user's text is kept
     assert daemon.connections == 1
@@ -143,12 +145,13 @@ def test_cap_writes_max_nodes_switches_and_seconds(run_hook, daemon: FakeAdvisor
     daemon.reply_with(CAP)
     assert writes(run_hook(MARKED)) == {
         "max_nodes": 3, "req_switch": 1, "wait4switch": 600, "admin_comment": "slurm-advisor:d-00aa11bb22cc",
-        "environment.SLURM_ADVISOR_DECISION": "d-00aa11bb22cc"}
+        "environment.SLURM_ADVISOR_DECISION": "d-00aa11bb22cc", "environment.SLURM_ADVISOR_MARKER": MARKER_ENV}
 
 
 def test_cap_without_switches_leaves_them(run_hook, daemon: FakeAdvisor) -> None:
     daemon.reply_with({**CAP, "switches": None, "wait4switch_s": None})
-    assert set(writes(run_hook(MARKED))) == {"max_nodes", "admin_comment", "environment.SLURM_ADVISOR_DECISION"}
+    assert set(writes(run_hook(MARKED))) == {"max_nodes", "admin_comment", "environment.SLURM_ADVISOR_DECISION",
+                                             "environment.SLURM_ADVISOR_MARKER"}
 
 
 def test_interactive_job_gets_fields_and_no_environment(run_hook, daemon: FakeAdvisor) -> None:
@@ -159,7 +162,13 @@ def test_interactive_job_gets_fields_and_no_environment(run_hook, daemon: FakeAd
 
 def test_observe_stamps_only_the_decision_id(run_hook, daemon: FakeAdvisor) -> None:
     daemon.reply_with(OBSERVE)
-    assert writes(run_hook(MARKED)) == {"admin_comment": "slurm-advisor:d-0123456789ab:observed"}
+    assert writes(run_hook(MARKED)) == {"admin_comment": "slurm-advisor:d-0123456789ab:observed", "environment.SLURM_ADVISOR_MARKER": MARKER_ENV}
+
+
+def test_the_stamp_is_appended_to_a_sites_admin_comment(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(OBSERVE)
+    written = writes(run_hook({**MARKED, "admin_comment": "qos-router:gpu"}))
+    assert written["admin_comment"] == "qos-router:gpu slurm-advisor:d-0123456789ab:observed"
 
 
 def test_observe_changes_no_client_option(run_hook, daemon: FakeAdvisor) -> None:
