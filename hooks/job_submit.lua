@@ -365,6 +365,7 @@ local function read_job(job_desc)
         { "priority", number(job_desc.priority) },
         { "dependency", text(job_desc.dependency) },
         { "begin_time", number(job_desc.begin_time) },
+        { "bitflags", number(job_desc.bitflags) },
     }
 end
 

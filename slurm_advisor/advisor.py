@@ -92,11 +92,25 @@ class Advisor:
 
 
 def allowed(snapshot: ClusterSnapshot, job: Job) -> ClusterSnapshot:
-    """``snapshot`` with no room on the nodes ``job``'s request rules out (it itself when none)."""
-    mask = None if job.request is None else job.request.eligible(snapshot)
-    if mask is None or mask.all():
+    """``snapshot`` as ``job``'s request lets it see it (it itself when nothing is ruled out): no
+    room on the nodes the request rules out, and with ``--ntasks-per-node`` t no more CPUs on a
+    node than t tasks take, so that any policy that fits tasks into free room keeps to t (as
+    cons_tres does: ``_allocate_sc`` caps a node's CPUs for the job the same way)."""
+    request = job.request
+    if request is None:
         return snapshot
-    return snapshot.with_free(np.where(mask[:, None], snapshot.free_array(), 0))
+    mask = request.eligible(snapshot)
+    per_node = request.max_tasks_per_node
+    if (mask is None or mask.all()) and per_node is None:
+        return snapshot
+    free = snapshot.free_array()
+    if mask is not None and not mask.all():
+        free = np.where(mask[:, None], free, 0)
+    if per_node is not None:
+        free = free.copy() if free is snapshot.free_array() else free
+        cpus = max(job.worker_demand.cpus, job.ps_demand.cpus if job.num_ps else 0, 1)
+        np.minimum(free[:, 0], per_node * cpus, out=free[:, 0])
+    return snapshot.with_free(free)
 
 
 def _valid(snapshot: ClusterSnapshot, job: Job, placement: Placement) -> bool:

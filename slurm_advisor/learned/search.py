@@ -106,8 +106,8 @@ class SearchPolicy:
 
     # -- candidates --------------------------------------------------------------------------
     def _candidates(self, snapshot, job, base: Placement, rng) -> list[tuple[str, Placement]]:
-        """(name, placement) for the base first, then each distinct proposal on no more nodes than
-        the base: a placement over more nodes than Slurm's leaves fragments that the jobs behind
+        """(name, placement) for the base first, then each distinct proposal that honours the job's
+        request (the advisor would refuse one that does not) on no more nodes than the base: a placement over more nodes than Slurm's leaves fragments that the jobs behind
         it queue for, which a one-step look-ahead does not see (on a validation trace, letting
         spread, tetris and lif spread jobs out made the search slower than slurm-default; a
         look-ahead of ten later arrivals with the true speeds spread jobs and lost too,
@@ -118,7 +118,8 @@ class SearchPolicy:
         width = len(base.nodes())
         for name, placement in proposals:
             if (isinstance(placement, Placement) and len(placement.nodes()) <= width
-                    and _shape(placement) not in seen and snapshot.fits(job, placement)):
+                    and _shape(placement) not in seen and snapshot.fits(job, placement)
+                    and (job.request is None or not job.request.violations(snapshot, placement))):
                 seen.add(_shape(placement))
                 out.append((name, placement))
         return out

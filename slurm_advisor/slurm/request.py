@@ -53,6 +53,8 @@ UNMODELLED = {
 #: Slurm's "unset" for its integer fields, should a hook send one as a number.
 _UNSET = {0xFFFFFFFE, 0xFFFFFFFF, 0xFFFE, 0xFFFF, 0xFFFFFFFFFFFFFFFE}
 _SHARED_EXCLUSIVE, _SHARED_OK = 0, 1
+#: job_desc.bitflags that constrain placement (slurm.h): set, the job is left to Slurm
+_FLAGS = {1 << 4: "--gres-flags=enforce-binding", 1 << 8: "--spread-job"}
 _FEATURE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _PARTITION = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _TRES = re.compile(r"(?:gres[:/])?([a-z_]+)(?::([A-Za-z0-9_.-]+))?[:=](\d+)")
@@ -119,6 +121,13 @@ def _modelled(fields: dict[str, Any], marker: Marker, not_now: str | None) -> Su
     for field, option in UNMODELLED.items():
         if _set(fields.get(field)):
             raise Unmodelled(option, field)
+    flags = fields.get("bitflags")
+    if flags is not None:
+        if isinstance(flags, bool) or not isinstance(flags, int) or not 0 <= flags < 2**53:
+            raise Unmodelled("bitflags", "not a set of flags")
+        for bit, option in _FLAGS.items():
+            if flags & bit:
+                raise Unmodelled(option, "bitflags")
     tasks = _count(fields, "num_tasks")
     per_node = _count(fields, "ntasks_per_node")
     min_nodes = _count(fields, "min_nodes") or 1
