@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -73,14 +74,39 @@ def status(db, config_file, as_json, socket_path, recent, scan) -> None:
         data["store_error"] = str(exc)
         decisions, outcomes = [], {}
     data["fallbacks"] = [views.decision_row(d) for d in decisions if is_fallback(d)][:recent]
-    data["queue"] = [{**views.decision_row(d), "job_id": outcomes[d.id].job_id if d.id in outcomes else None,
-                      "state": outcomes[d.id].state if d.id in outcomes else "not seen in squeue yet"}
-                     for d in decisions if d.action in ("place", "cap") and _not_started(outcomes.get(d.id))]
+    data["queue"], never = _advised_not_started(decisions, outcomes, _unseen_after_s(config))
+    data["never_seen"] = {"count": len(never), "after_s": _unseen_after_s(config), "recent": never[:recent]}
     _emit(as_json, data, lambda: _status_text(data))
     if "store_error" in data:
         sys.exit(2)
     if data["daemon"] is None:
         sys.exit(DAEMON_DOWN)
+
+
+def _unseen_after_s(config: DaemonConfig) -> float:
+    """How long after its decision a job without any outcome counts as never seen in squeue. The
+    daemon records a job's first outcome at the first refresh that lists it (every refresh_s) and
+    drops the claim of one that three refreshes missed (daemon/claims.py); 30 refreshes, and a
+    minute at least, leave the writer ample time."""
+    return max(60.0, 30 * config.refresh_s)
+
+
+def _advised_not_started(decisions, outcomes, unseen_after_s: float) -> tuple[list[dict], list[dict]]:
+    """(the pinned or capped jobs not started, as rows with their job's state; the decisions whose
+    job Slurm never showed: rejected after the pin, or cancelled at once). The second are not
+    waiting for anything, so they are listed apart rather than as "not seen yet" for good."""
+    now = datetime.now(UTC)
+    waiting, never = [], []
+    for d in decisions:
+        outcome = outcomes.get(d.id)
+        if d.action not in ("place", "cap") or not _not_started(outcome):
+            continue
+        if outcome is None and (now - d.time).total_seconds() > unseen_after_s:
+            never.append(views.decision_row(d))
+        else:
+            waiting.append({**views.decision_row(d), "job_id": outcome.job_id if outcome else None,
+                            "state": outcome.state if outcome else "not seen in squeue yet"})
+    return waiting, never
 
 
 def _not_started(outcome) -> bool:
@@ -100,9 +126,9 @@ def _status_text(data: dict[str, Any]) -> str:
                   f"source {d.get('source')}, {d.get('nodes')} nodes, snapshot {d.get('snapshot_age_s')} s old, "
                   f"{d.get('claims')} claims, up {d.get('uptime_s')} s"),
                  "counters: " + ", ".join(f"{k} {d[k]}" for k in (
-                     "requests", "decisions", "placed", "capped", "errors", "released", "refresh_failures",
-                     "reports", "reports_refused", "decisions_dropped", "decision_writer_restarts",
-                     "reports_dropped") if k in d)]
+                     "requests", "decisions", "placed", "capped", "errors", "released", "released_taken",
+                     "claims_unseen_dropped", "refresh_failures", "reports", "reports_refused", "decisions_dropped",
+                     "decision_writer_restarts", "reports_dropped") if k in d)]
     if "store_error" in data:
         return "\n".join([*lines, f"store: {data['store_error']}"])
     model = data.get("active_model")
@@ -116,6 +142,11 @@ def _status_text(data: dict[str, Any]) -> str:
     lines.append(views.table(("decision", "time", "action", "nodes", "job", "state"),
                              [(r["id"], r["time"][:19], r["action"], r["nodes"], r["job_id"], r["state"])
                               for r in data["queue"]]))
+    never = data["never_seen"]
+    if never["count"]:
+        lines.append(f"advised, never seen in squeue {never['after_s']:g} s on (rejected by Slurm or cancelled "
+                     f"at once; {never['count']}): " + ", ".join(r["id"] for r in never["recent"])
+                     + (", ..." if never["count"] > len(never["recent"]) else ""))
     return "\n".join(lines)
 
 

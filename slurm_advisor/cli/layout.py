@@ -1,7 +1,8 @@
 """`slurm-advisor layout`: inside a job, where its tasks are and what each one is.
 
 Reads the job's environment (SLURM_ADVISOR_LAYOUT when the advisor placed the job, else Slurm's
-allocation) and prints it in the form a launcher wants. Nothing read from the environment is run;
+allocation, with as many PS tasks as --ps, SLURM_ADVISOR_PS or the job's marker in
+SLURM_ADVISOR_MARKER says) and prints it in the form a launcher wants. Nothing read from the environment is run;
 every node name is checked before it is printed (slurm_advisor/daemon/layout.py).
 """
 from __future__ import annotations
@@ -21,7 +22,8 @@ FORMATS = ("shell", "hostfile", "tf-config", "torchrun", "json")
               help="shell: export lines for eval; hostfile: one node per task for SLURM_HOSTFILE; "
                    "tf-config: TF_CONFIG of one task; torchrun: this node's torchrun arguments; json.")
 @click.option("--ps", type=click.IntRange(min=0), default=None,
-              help="PS tasks of a job the advisor did not place (default: SLURM_ADVISOR_PS, else 0).")
+              help="PS tasks of a job the advisor did not place (default: SLURM_ADVISOR_PS, else the ps= "
+                   "of the job's marker in SLURM_ADVISOR_MARKER, which the hook sets, else 0).")
 @click.option("--task-index", type=click.IntRange(min=0), default=None,
               help="tf-config: the task's rank in the job, PS first (default: SLURM_PROCID).")
 @click.option("--node", default=None, help="torchrun: this node's name (default: SLURMD_NODENAME).")

@@ -24,12 +24,13 @@ from slurm_advisor.daemon.config import DaemonConfig
 from slurm_advisor.daemon.gc_pauses import FrozenHeap
 from slurm_advisor.daemon.jobcomp import JobCompFile, configured
 from slurm_advisor.daemon.metrics import DaemonMetrics
+from slurm_advisor.daemon.pins import pin_of
 from slurm_advisor.daemon.protocol import MODES, ProtocolError, parse_report
 from slurm_advisor.daemon.queue import AdvisedJob, NoQueue, QueueError, SlurmQueue
 from slurm_advisor.daemon.ready import ReadyAnswers
 from slurm_advisor.daemon.samples import live_sample
 from slurm_advisor.daemon.server import AdvisorServer, Dispatcher
-from slurm_advisor.daemon.service import AdviceService
+from slurm_advisor.daemon.service import AdviceService, job_from_request
 from slurm_advisor.daemon.state import DaemonState, ModelFollower, Refresher
 from slurm_advisor.daemon.writer import BatchWriter, decision_writer
 from slurm_advisor.domain.decision import Decision
@@ -41,7 +42,7 @@ from slurm_advisor.store import Store
 
 log = logging.getLogger("slurm_advisor.daemon")
 _PACKAGED_MODEL = Path(__file__).resolve().parent.parent / "data" / "model"  # as learned.checkpoint
-_RECENT = 10_000  # decisions kept in memory for unpinning (the user's own node counts) and reports
+_RECENT = 10_000  # decisions kept in memory for unpinning (the user's node counts, what a pin needs) and reports
 _SWITCH_INTERVAL_S = 0.0005  # the GIL's switch interval while serving (see start)
 _TRACKED = 100_000  # advised jobs whose last recorded state is remembered (an outcome per change)
 
@@ -66,6 +67,7 @@ class Daemon:
             if config.policy in FROM_MODEL else None  # retrain's promotions, picked up without a restart
         self.refresher = Refresher(self.state, source, queue, period_s=config.refresh_s,
                                    pin_bound_s=config.pin_bound_s, node_counts=self._user_node_counts,
+                                   pin_of=lambda decision: pin_of(self._decision(decision), job_from_request),
                                    on_advised=self._track_outcomes,
                                    after_refresh=self._after_refresh)
         # Answers computed ahead for repeat requests (daemon/ready.py); they live a few refreshes.
@@ -311,10 +313,10 @@ def model_version(model_dir: Path | None) -> str:
 def build_daemon(config: DaemonConfig) -> Daemon:
     """The daemon from its configuration; InputError for anything a user can fix."""
     from slurm_advisor.cluster import make_source
-    from slurm_advisor.daemon.expressible import express
     from slurm_advisor.policies import PolicyContext, make_policy
     from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
     from slurm_advisor.retrain.modelsdir import active_dir
+    from slurm_advisor.slurm.expressible import express
 
     source = _make_source(config, make_source)
     queue = SlurmQueue(config.slurm_conf, config.command_timeout_s) if config.source != "simulated" else NoQueue()

@@ -3,14 +3,15 @@
 An advised job carries ``SLURM_ADVISOR_LAYOUT`` (``ps=n1;worker=n1,n3,n3``: the node of each task
 in task order, PS first; docs/protocol.md). A job that was not advised (daemon down, observe
 mode, kill switch) gets its layout from Slurm's own allocation: ``SLURM_JOB_NODELIST`` expanded
-and ``SLURM_TASKS_PER_NODE``, tasks in node order, the first ones PS. Every node name is checked
-against :data:`NODE_NAME` before it is used, so what comes out (shell variables, a hostfile,
-TF_CONFIG, torchrun's arguments) never carries shell syntax. Bad input raises
+and ``SLURM_TASKS_PER_NODE``, tasks in node order, the first ones PS. How many are PS: ``--ps``,
+else ``SLURM_ADVISOR_PS``, else the ``ps=`` of the job's marker, which the hook copies from the
+job's comment into ``SLURM_ADVISOR_MARKER`` (a job's comment is not in its environment). Every
+node name is checked against :data:`NODE_NAME` before it is used, so what comes out (shell
+variables, a hostfile, TF_CONFIG, torchrun's arguments) never carries shell syntax. Bad input raises
 :class:`~slurm_advisor.errors.InputError` naming the variable.
 """
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import shlex
@@ -19,20 +20,20 @@ from dataclasses import dataclass
 
 from slurm_advisor.daemon.protocol import ENV_DECISION, ENV_LAYOUT, ProtocolError, parse_layout
 from slurm_advisor.errors import InputError
+from slurm_advisor.slurm import hostlist, marker
+from slurm_advisor.slurm.hostlist import MAX_HOSTS, NODE_NAME
 
 ENV_NODELIST = "SLURM_JOB_NODELIST"
 ENV_TASKS_PER_NODE = "SLURM_TASKS_PER_NODE"
 ENV_STEP_NODELIST = "SLURM_STEP_NODELIST"
 ENV_STEP_TASKS_PER_NODE = "SLURM_STEP_TASKS_PER_NODE"
 ENV_PS = "SLURM_ADVISOR_PS"
+ENV_MARKER = "SLURM_ADVISOR_MARKER"  # the job's `slurm-advisor:` marker, set by the hook
 ENV_PROCID = "SLURM_PROCID"
 ENV_NODENAME = "SLURMD_NODENAME"
 ENV_ADDR_PREFIX = "SLURM_ADVISOR_ADDR_"
 DEFAULT_BASE_PORT = 29500
-MAX_HOSTS = 65536
 
-#: A node name we accept: what Slurm and DNS both allow, nothing a shell would read as syntax.
-NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 #: An address from SLURM_ADVISOR_ADDR_<node>: a host name, IPv4 or IPv6 address.
 _ADDRESS = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}|\[[0-9A-Fa-f:.]+\]")
 _TASK_COUNT = re.compile(r"(\d+)(?:\(x(\d+)\))?")
@@ -86,10 +87,10 @@ def from_env(env: Mapping[str, str], ps: int | None = None) -> JobLayout:
         warning = (f"{ENV_LAYOUT} names node {outside}, which is not in this job's allocation "
                    f"({ENV_NODELIST}={env[ENV_NODELIST]}): not made for this job; using Slurm's allocation")
     nodes = _allocation(env)
-    count = _ps_count(env, ps)
+    count, source, set_aside = _ps_count(env, ps, len(nodes))
     if count >= len(nodes):
-        raise InputError(f"{_ps_source(env, ps)}: {count} PS tasks leave no worker among the "
-                         f"job's {len(nodes)} tasks")
+        raise InputError(f"{source}: {count} PS tasks leave no worker among the job's {len(nodes)} tasks")
+    warning = "; ".join(w for w in (warning, set_aside) if w) or None
     return JobLayout(tuple(nodes[:count]), tuple(nodes[count:]), "slurm", decision, warning)
 
 
@@ -131,21 +132,38 @@ def _allocation(env: Mapping[str, str]) -> list[str]:
     return [node for node, count in zip(nodes, counts) for _ in range(count)]
 
 
-def _ps_count(env: Mapping[str, str], ps: int | None) -> int:
+def _ps_count(env: Mapping[str, str], ps: int | None, tasks: int) -> tuple[int, str, str | None]:
+    """(PS tasks, what said so, why a marker was set aside or None): ``--ps``, else
+    ``SLURM_ADVISOR_PS``, else the job's marker, else 0."""
     if ps is not None:
         if ps < 0:
             raise InputError(f"--ps must be >= 0, not {ps}")
-        return ps
+        return ps, "--ps", None
     raw = env.get(ENV_PS, "").strip()
-    if not raw:
-        return 0
-    if not raw.isdigit():
-        raise InputError(f"{ENV_PS}={raw!r} is not a count of PS tasks")
-    return int(raw)
+    if raw:
+        if not raw.isdigit():
+            raise InputError(f"{ENV_PS}={raw!r} is not a count of PS tasks")
+        return int(raw), ENV_PS, None
+    return _marker_ps(env, tasks)
 
 
-def _ps_source(env: Mapping[str, str], ps: int | None) -> str:
-    return "--ps" if ps is not None else ENV_PS
+def _marker_ps(env: Mapping[str, str], tasks: int) -> tuple[int, str, str | None]:
+    """The ``ps=`` of the marker in ``SLURM_ADVISOR_MARKER`` (0 when unset). A marker whose task
+    count is not this job's was not made for it (sbatch exports the submitting shell's
+    environment, so a job submitted from a marked job inherits its marker): set aside, 0 PS."""
+    text = env.get(ENV_MARKER, "").strip()
+    if not text:
+        return 0, ENV_PS, None
+    try:
+        found = marker.parse_marker(text)
+    except marker.MarkerError as exc:
+        raise InputError(f"{ENV_MARKER}: {exc}; or give --ps") from None
+    if found is None:
+        raise InputError(f"{ENV_MARKER}={text!r} holds no '{marker.MARKER}' marker; or give --ps")
+    if found.ps + found.workers != tasks:
+        return 0, ENV_MARKER, (f"{ENV_MARKER} says ps={found.ps} workers={found.workers}, but this job has "
+                               f"{tasks} tasks: not made for this job; no PS (give --ps)")
+    return found.ps, ENV_MARKER, None
 
 
 def _check_name(name: str, variable: str) -> str:
@@ -155,63 +173,14 @@ def _check_name(name: str, variable: str) -> str:
 
 
 def expand_hostlist(spec: str, variable: str = ENV_NODELIST) -> list[str]:
-    """Slurm's compact host list as names, in order: ``n[1-3,5],gpu[01-02]`` -> n1 n2 n3 n5 gpu01 gpu02.
-
-    Several bracket groups in one name give every combination (``r[1-2]n[1-2]`` -> r1n1 r1n2 r2n1
-    r2n2, as Slurm does); a range keeps the zero padding of its low end. At most MAX_HOSTS names."""
-    names: list[str] = []
-    for item in _split_top(spec.strip(), variable):
-        pieces = [_expand_ranges(text, spec, variable) if bracket else [text]
-                  for bracket, text in _name_pieces(item)]
-        size = 1
-        for options in pieces:
-            size *= len(options)
-        if len(names) + size > MAX_HOSTS:
-            raise InputError(f"{variable}: {spec!r} names more than {MAX_HOSTS} hosts")
-        names += ["".join(combo) for combo in itertools.product(*pieces)]
-    return [_check_name(name, variable) for name in names]
-
-
-def _split_top(spec: str, variable: str) -> list[str]:
-    """``spec`` split at the commas outside brackets."""
-    items, depth, start = [], 0, 0
-    for i, char in enumerate(spec):
-        if char == "[":
-            depth += 1
-        elif char == "]":
-            depth -= 1
-        elif char == "," and depth == 0:
-            items.append(spec[start:i])
-            start = i + 1
-        if depth not in (0, 1):
-            raise InputError(f"{variable}: bad host list {spec!r}: unbalanced brackets")
-    if depth:
-        raise InputError(f"{variable}: bad host list {spec!r}: unclosed '['")
-    items.append(spec[start:])
-    if any(not item for item in items):
+    """Slurm's compact host list as names, in order (``slurm/hostlist.py``); a bad or empty list
+    raises InputError naming ``variable``."""
+    if not spec.strip():
         raise InputError(f"{variable}: bad host list {spec!r}: empty name")
-    return items
-
-
-def _name_pieces(item: str) -> list[tuple[bool, str]]:
-    """(is a bracket group, text) pieces of one name of the list."""
-    parts = re.split(r"\[([^\]]*)\]", item)
-    return [(i % 2 == 1, text) for i, text in enumerate(parts) if text or i % 2 == 1]
-
-
-def _expand_ranges(text: str, spec: str, variable: str) -> list[str]:
-    out: list[str] = []
-    for part in text.split(","):
-        lo, dash, hi = part.partition("-")
-        if not lo.isdigit() or (dash and not hi.isdigit()):
-            raise InputError(f"{variable}: bad range {part!r} in {spec!r}")
-        first, last = int(lo), int(hi) if dash else int(lo)
-        if last < first:
-            raise InputError(f"{variable}: bad range {part!r} in {spec!r}")
-        if len(out) + last - first >= MAX_HOSTS:
-            raise InputError(f"{variable}: {spec!r} names more than {MAX_HOSTS} hosts")
-        out += [f"{i:0{len(lo)}d}" for i in range(first, last + 1)]
-    return out
+    try:
+        return hostlist.expand(spec, variable)
+    except hostlist.HostListError as exc:
+        raise InputError(str(exc)) from None
 
 
 def expand_task_counts(spec: str, variable: str = ENV_TASKS_PER_NODE) -> list[int]:

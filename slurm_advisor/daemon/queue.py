@@ -21,6 +21,7 @@ from slurm_advisor.cluster.squeue_lines import SEP, parse_time, split
 
 ADMIN_PREFIX = "slurm-advisor:"
 # ":released": the daemon lifted its pin or cap; ":observed": observe mode, never constrained.
+# Anywhere in admin_comment: the site's own text may come before it.
 _DECISION_RE = re.compile(r"slurm-advisor:(d-[0-9a-f]{12})(:released|:observed)?")
 _STARTED = {"RUNNING", "COMPLETING", "COMPLETED", "SUSPENDED", "FAILED", "CANCELLED", "TIMEOUT",
             "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
@@ -43,6 +44,7 @@ class AdvisedJob:
     start_time: float = 0.0       # 0: none yet (a pending job's is Slurm's estimate: not kept)
     end_time: float = 0.0         # 0: not ended (a running job's is its time limit: not kept)
     nodes: tuple[str, ...] = ()   # where it runs or ran
+    admin_comment: str = ""       # all of it: the site's own text is kept when the stamp changes
 
     @property
     def started(self) -> bool:
@@ -68,6 +70,9 @@ class Listing:
 
     advised: list[AdvisedJob]
     owners: dict[str, int]
+    # Whether this is Slurm's queue, where every job the hook stamped shows up: a claim whose job
+    # it never lists was rejected or cancelled (False: a queue that lists nothing, NoQueue).
+    from_slurm: bool = True
 
 
 def parse_listing(text: str) -> Listing:
@@ -95,7 +100,7 @@ def parse_lines(text: str) -> list[AdvisedJob]:
 
 def _advised(job_id: str, uid: int, state: str, rest: str) -> AdvisedJob | None:
     submit, start, end, tasks, required, nodes, admin = split(rest, len(_LINE_FIELDS) - 3)
-    match = _DECISION_RE.match(admin.strip())
+    match = _DECISION_RE.search(admin.strip())
     if match is None:
         return None
     where = f"job {job_id}"
@@ -104,7 +109,17 @@ def _advised(job_id: str, uid: int, state: str, rest: str) -> AdvisedJob | None:
                       match.group(2) is not None, int(tasks or 1), uid,
                       parse_time(start, f"{where}: StartTime") if state in _STARTED else 0.0,
                       parse_time(end, f"{where}: EndTime") if state in _FINAL else 0.0,
-                      tuple(expand_hostlist(nodes.strip())) if nodes.strip() not in ("", "(null)") else ())
+                      tuple(expand_hostlist(nodes.strip())) if nodes.strip() not in ("", "(null)") else (),
+                      admin.strip())
+
+
+def released_comment(job: AdvisedJob) -> str:
+    """The job's admin_comment with its stamp marked released, the site's own text kept."""
+    stamp = f"{ADMIN_PREFIX}{job.decision}:released"
+    match = _DECISION_RE.search(job.admin_comment)
+    if match is None:
+        return stamp
+    return job.admin_comment[:match.start()] + stamp + job.admin_comment[match.end():]
 
 
 class SlurmQueue:
@@ -136,7 +151,7 @@ class SlurmQueue:
         (it raises the minimum itself to what the tasks need; checked on 22.05)."""
         counts = f"{min_nodes or 1}-{max_nodes or max(job.tasks, min_nodes or 1)}"
         self._run(["scontrol", "update", f"JobId={job.job_id}", "ReqNodeList=", f"NumNodes={counts}",
-                   f"AdminComment={ADMIN_PREFIX}{job.decision}:released"])
+                   f"AdminComment={released_comment(job)}"])
 
     def _run(self, args: list[str]) -> str:
         try:
@@ -154,7 +169,7 @@ class NoQueue:
     """The simulated source's queue: nothing pending in a real Slurm; claims end by their bound."""
 
     def read(self) -> Listing:
-        return Listing([], {})
+        return Listing([], {}, from_slurm=False)
 
     def advised(self) -> list[AdvisedJob]:
         return []

@@ -10,11 +10,13 @@ import functools
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_advisor.cluster.base import ClusterSource
 from slurm_advisor.daemon.claims import Claims
+from slurm_advisor.daemon.pins import Pin, stuck
 from slurm_advisor.daemon.protocol import MODES
 from slurm_advisor.daemon.queue import AdvisedJob, Listing, QueueError
 from slurm_advisor.domain import ClusterSnapshot
@@ -30,7 +32,9 @@ class Counters:
     capped: int = 0
     slurms_choice: int = 0          # left to Slurm, unpinned: its own choice was the advice
     errors: int = 0
-    released: int = 0
+    released: int = 0               # pins and caps lifted, for either reason below
+    released_taken: int = 0         # of which at once: the pinned nodes were taken (pins.stuck)
+    claims_unseen_dropped: int = 0  # claims of jobs Slurm never listed (rejected, cancelled at once)
     refresh_failures: int = 0
     reports: int = 0
     reports_refused: int = 0
@@ -97,17 +101,28 @@ class DaemonState:
 
 class Refresher:
     """Every ``period_s``: read the queue, then the cluster (so a job that started before the queue
-    read is in the snapshot too), settle claims, unpin jobs pinned longer than ``pin_bound_s``,
-    and hand the advised jobs to ``on_advised`` (the daemon records their outcomes)."""
+    read is in the snapshot too), settle claims, release the pins that cannot hold their job, and
+    hand the advised jobs to ``on_advised`` (the daemon records their outcomes).
+
+    A pinned or capped job still pending is released (back to the user's own node counts) when
+    its pin cannot hold it on the snapshot just read (``pins.stuck``), or else after
+    ``pin_bound_s``, the bound that ``slurm-advisor release`` also keeps from cron while the daemon
+    is down. The snapshot is read after the queue, so a job may have started in between and fill
+    its own nodes: before releasing, the queue is read once more, and only the jobs still pending
+    then are released (they were pending when the snapshot was read too). A job whose nodes are
+    taken is thus released at the first refresh whose snapshot shows them taken: within one
+    refresh period and the refresh's own time."""
 
     def __init__(self, state: DaemonState, source: ClusterSource, queue, *, period_s: float,
-                 pin_bound_s: float, node_counts=lambda decision: (None, None), on_advised=lambda jobs: None,
-                 after_refresh=lambda: None):
+                 pin_bound_s: float, node_counts=lambda decision: (None, None),
+                 pin_of=lambda decision: None, on_advised=lambda jobs: None, after_refresh=lambda: None):
         self.state, self.source, self.queue = state, source, queue
         self.period_s, self.pin_bound_s = period_s, pin_bound_s
         self.node_counts = node_counts  # decision id -> the user's own (min_nodes, max_nodes)
+        self.pin_of: Callable[[str], Pin | None] = pin_of  # decision id -> what its pin needs, or None
         self.on_advised = on_advised
         self.after_refresh = after_refresh  # every refresh, failed or not (the daemon follows promotions)
+        self._pins: dict[str, Pin | None] = {}  # decision -> its pin, for the jobs still waiting
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="snapshot-refresh", daemon=True)
 
@@ -132,6 +147,7 @@ class Refresher:
             log.exception("after-refresh hook failed")
 
     def _refresh(self) -> None:
+        read_at = time.monotonic()  # claims added after this could not be in the listing
         try:
             listing = self.queue.read()
             snapshot = self.source.snapshot()
@@ -142,25 +158,74 @@ class Refresher:
         self.state.publish(snapshot)
         self.state.publish_jobs(listing)
         advised = listing.advised
-        self.state.claims.settle((j.decision for j in advised if j.started), time.monotonic())
-        self._release_stale(advised)
+        now = time.monotonic()
+        self.state.claims.settle((j.decision for j in advised if j.started), now)
+        if listing.from_slurm:
+            self._drop_unseen({j.decision for j in advised}, read_at, now)
+        self._release(advised, snapshot)
         try:
             self.on_advised(advised)
         except Exception:  # outcomes are bookkeeping: never stop the refresh
             log.exception("recording outcomes failed")
 
-    def _release_stale(self, advised: list[AdvisedJob]) -> None:
+    def _drop_unseen(self, listed: set[str], read_at: float, now: float) -> None:
+        dropped = self.state.claims.drop_unseen(listed, read_at, now)
+        if dropped:
+            self.state.counters.claims_unseen_dropped += len(dropped)
+            log.info("dropped the claims of %d decisions whose jobs Slurm never listed (rejected or "
+                     "cancelled at submission): %s", len(dropped), ", ".join(dropped))
+
+    def _release(self, advised: list[AdvisedJob], snapshot: ClusterSnapshot) -> None:
         now = time.time()
+        pins, self._pins = self._pins, {}
+        due: list[tuple[AdvisedJob, str | None]] = []  # (job, why its pin is stuck; None: the bound)
+        stuck_now: dict[str, tuple[AdvisedJob, str]] = {}
         for job in advised:
-            if job.waiting and now - job.submit_time > self.pin_bound_s:
-                try:
-                    self.queue.release(job, *self.node_counts(job.decision))
-                except QueueError as exc:
-                    log.error("could not unpin job %s: %s", job.job_id, exc)
-                    continue
-                self.state.counters.released += 1
-                log.info("unpinned job %s (decision %s): pending %.0f s > %.0f s", job.job_id,
-                         job.decision, now - job.submit_time, self.pin_bound_s)
+            if not job.waiting:
+                continue
+            if now - job.submit_time > self.pin_bound_s:
+                due.append((job, None))
+                continue
+            why = self._stuck(job, snapshot, pins)
+            if why is not None:
+                stuck_now[job.job_id] = (job, why)
+        if stuck_now:
+            still = self._still_waiting()
+            due += [(job, why) for job_id, (job, why) in stuck_now.items() if job_id in still]
+        for job, why in due:
+            try:
+                self.queue.release(job, *self.node_counts(job.decision))
+            except QueueError as exc:
+                log.error("could not unpin job %s: %s", job.job_id, exc)
+                continue
+            self._pins.pop(job.decision, None)
+            self.state.counters.released += 1
+            self.state.counters.released_taken += why is not None
+            log.info("unpinned job %s (decision %s): %s", job.job_id, job.decision,
+                     why or f"pending {now - job.submit_time:.0f} s > {self.pin_bound_s:.0f} s")
+
+    def _stuck(self, job: AdvisedJob, snapshot: ClusterSnapshot, known: dict[str, Pin | None]) -> str | None:
+        """Why the job's pin cannot hold it on ``snapshot`` (None: it can, or unknown). Each pin is
+        read once (a decision, parsed) and kept while its job waits."""
+        if job.decision in known:
+            pin = known[job.decision]
+        else:
+            try:
+                pin = self.pin_of(job.decision)
+            except Exception:  # an unreadable decision keeps the bound; never stop the refresh
+                log.exception("cannot tell what the pin of job %s needs", job.job_id)
+                pin = None
+        self._pins[job.decision] = pin
+        return None if pin is None else stuck(snapshot, pin)
+
+    def _still_waiting(self) -> set[str]:
+        """The jobs still pending under a pin, read after the snapshot (none when the read fails)."""
+        try:
+            listing = self.queue.read()
+        except Exception as exc:  # noqa: BLE001 -- no release this time; the next refresh tries again
+            log.error("cannot read the queue again before releasing stuck pins (%s)", exc)
+            return set()
+        return {j.job_id for j in listing.advised if j.waiting}
 
 
 class ModelFollower:

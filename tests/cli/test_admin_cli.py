@@ -19,7 +19,6 @@ from slurm_advisor.cli.main import _register, cli
 from slurm_advisor.cluster.simulated import SimulatedSource
 from slurm_advisor.daemon.config import DaemonConfig
 from slurm_advisor.daemon.daemon import Daemon
-from slurm_advisor.daemon.expressible import express
 from slurm_advisor.daemon.queue import NoQueue
 from slurm_advisor.daemon.server import AdvisorServer, ServerThread
 from slurm_advisor.daemon.service import AdviceService
@@ -33,6 +32,7 @@ from slurm_advisor.policies.pack import PackPolicy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.policies.spread import SpreadPolicy
 from slurm_advisor.sim.clusterfile import default_cluster
+from slurm_advisor.slurm.expressible import express
 from slurm_advisor.store import Store
 
 
@@ -221,3 +221,20 @@ def test_status_with_no_store_says_so_and_exits_2(tmp_path):
     data = json.loads(run("status", "--db", str(tmp_path / "nope.db"), "--socket", str(tmp_path / "x.sock"),
                           "--json", code=2))
     assert data["daemon"] is None and "does not exist" in data["store_error"] and data["queue"] == []
+
+
+def test_status_lists_a_pin_whose_job_slurm_never_showed_apart_not_as_waiting_for_good(site):
+    spreader = AdviceService(Advisor(SpreadPolicy()), express)
+    snapshot = ClusterSnapshot.empty(default_cluster())
+    rejected = replace(spreader.advise(snapshot, fields(), "advise")[1], time=datetime.now(UTC) - timedelta(minutes=5))
+    fresh = spreader.advise(snapshot, fields(), "advise")[1]  # its job may simply not be listed yet
+    assert rejected.action == fresh.action == "place"
+    with Store.open(str(site["db"])) as store:
+        store.record_decisions([rejected, fresh])
+    data = json.loads(run("status", "--config", str(site["config"]), "--json", code=DAEMON_DOWN))
+    assert [(q["id"], q["state"]) for q in data["queue"]] == [
+        (fresh.id, "not seen in squeue yet"), (site["decisions"]["placed"].id, "PENDING")]
+    assert data["never_seen"]["count"] == 1 and [r["id"] for r in data["never_seen"]["recent"]] == [rejected.id]
+    text = run("status", "--config", str(site["config"]), code=DAEMON_DOWN)
+    assert "advised, not started (2)" in text
+    assert f"never seen in squeue 60 s on (rejected by Slurm or cancelled at once; 1): {rejected.id}" in text

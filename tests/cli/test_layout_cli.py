@@ -13,7 +13,7 @@ if "layout" not in cli.commands:
     cli.add_command(layout)
 
 #: Every variable the command reads, unset unless a test sets it (the tests may run inside a job).
-_CLEAR = dict.fromkeys(("SLURM_ADVISOR_LAYOUT", "SLURM_ADVISOR_DECISION", "SLURM_ADVISOR_PS",
+_CLEAR = dict.fromkeys(("SLURM_ADVISOR_LAYOUT", "SLURM_ADVISOR_DECISION", "SLURM_ADVISOR_PS", "SLURM_ADVISOR_MARKER",
                         "SLURM_JOB_NODELIST", "SLURM_TASKS_PER_NODE", "SLURM_STEP_NODELIST",
                         "SLURM_STEP_TASKS_PER_NODE", "SLURM_PROCID", "SLURMD_NODENAME",
                         "SLURM_ADVISOR_ADDR_n1", "SLURM_ADVISOR_ADDR_n3"))
@@ -92,3 +92,15 @@ def test_bad_input_is_one_line_and_exit_2(env: dict[str, str], args: list[str], 
 def test_bad_option_is_a_usage_error() -> None:
     code, _, err = _run(ADVISED, "--format", "yaml")
     assert code == 2 and "Invalid value for '--format'" in err
+
+
+def test_the_readmes_ps_job_placed_by_slurm_gets_its_ps_from_the_marker_the_hook_exported() -> None:
+    # observe mode: Slurm put the 4 tasks on n1 (3) and n3 (1); the hook copied the comment's marker
+    env = {"SLURM_JOB_NODELIST": "n[1,3]", "SLURM_TASKS_PER_NODE": "3,1",
+           "SLURM_ADVISOR_MARKER": "slurm-advisor: type=resnet50 ps=1 workers=3 model_mb=98 batch=64"}
+    code, out, err = _run(env)
+    assert code == 0 and err == ""
+    assert "export SLURM_ADVISOR_PS_HOSTS=n1\n" in out and "export SLURM_ADVISOR_WORKER_HOSTS=n1,n1,n3\n" in out
+    assert "export SLURM_ADVISOR_LAYOUT_SOURCE=slurm\n" in out
+    code, out, err = _run({**env, "SLURM_ADVISOR_MARKER": "slurm-advisor: type=resnet50 ps=1"})
+    assert code != 0 and "SLURM_ADVISOR_MARKER: comment: marker lacks workers; or give --ps" in out + err

@@ -208,3 +208,38 @@ def test_json() -> None:
     assert json.loads(as_json(from_env(ADVISED))) == {
         "source": "advisor", "decision": "d-5f0c2a9e41b7", "ps": ["n1"], "worker": ["n1", "n3", "n3"],
         "tasks_per_node": {"n1": 2, "n3": 2}, "warning": None}
+
+
+MARKED = {"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_TASKS_PER_NODE": "2,1",
+          "SLURM_ADVISOR_MARKER": "slurm-advisor: type=mlp ps=1 workers=2"}
+
+
+def test_a_job_slurm_placed_takes_its_ps_count_from_its_marker() -> None:
+    assert from_env(MARKED) == JobLayout(("n1",), ("n1", "n2"), "slurm")
+    assert from_env({**MARKED, "SLURM_ADVISOR_MARKER": "ticket 42; slurm-advisor: type=mlp ps=2 workers=1"}).ps == \
+        ("n1", "n1")  # the marker anywhere in the comment, as the daemon reads it
+    assert from_env(MARKED, ps=0).ps == ()  # the flag wins
+    assert from_env({**MARKED, "SLURM_ADVISOR_PS": "2"}).ps == ("n1", "n1")  # and the explicit variable
+    advised = from_env({**MARKED, **ADVISED, "SLURM_JOB_NODELIST": "n[1,3]", "SLURM_TASKS_PER_NODE": "2(x2)"})
+    assert advised.source == "advisor" and advised.ps == ("n1",)  # the advised layout is read as is
+
+
+def test_a_marker_inherited_from_another_job_is_set_aside_with_a_warning() -> None:
+    job = from_env({**MARKED, "SLURM_TASKS_PER_NODE": "2,2"})  # 4 tasks; the marker says 3
+    assert job.ps == () and job.warning == ("SLURM_ADVISOR_MARKER says ps=1 workers=2, but this job has 4 tasks: "
+                                            "not made for this job; no PS (give --ps)")
+
+
+@pytest.mark.parametrize("marker, says", [
+    ("slurm-advisor: type=mlp ps=1", "SLURM_ADVISOR_MARKER: comment: marker lacks workers; or give --ps"),
+    ("slurm-advisor: type=mlp ps=x workers=2",
+     "SLURM_ADVISOR_MARKER: comment: marker ps='x' is not an integer; or give --ps"),
+    ("type=mlp ps=1 workers=2",
+     "SLURM_ADVISOR_MARKER='type=mlp ps=1 workers=2' holds no 'slurm-advisor:' marker; or give --ps"),
+    ("slurm-advisor: type=mlp ps=3 workers=0",
+     "SLURM_ADVISOR_MARKER: comment: marker needs workers >= 1 and ps >= 0; or give --ps"),
+])
+def test_a_bad_marker_is_one_input_error(marker: str, says: str) -> None:
+    with pytest.raises(InputError) as err:
+        from_env({**MARKED, "SLURM_ADVISOR_MARKER": marker})
+    assert str(err.value) == says

@@ -54,3 +54,14 @@ def test_a_garbled_listing_is_one_queue_error():
     from slurm_advisor.daemon.queue import parse_lines
     with pytest.raises(QueueError, match="squeue: .*expected 7 fields"):
         parse_lines("1|0|PENDING|slurm-advisor:d-000000000001\n")
+
+
+def test_a_stamp_after_the_sites_own_admin_comment_is_found_and_the_release_keeps_that_text():
+    from slurm_advisor.daemon.queue import parse_lines
+    line = ("1862|1000|PENDING|2026-12-01T14:23:19|2026-12-01T15:23:19|2026-12-01T16:23:19|3|n1||"
+            "site-ticket=4711 slurm-advisor:d-000000000004\n")
+    (job,) = parse_lines(line)
+    assert job.decision == "d-000000000004" and job.waiting
+    queue = Recorder()
+    queue.release(job, None, None)
+    assert queue.calls[0][-1] == "AdminComment=site-ticket=4711 slurm-advisor:d-000000000004:released"

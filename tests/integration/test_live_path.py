@@ -290,6 +290,68 @@ def test_the_daemon_itself_releases_a_stale_pin(slurm: Slurm, daemons, tmp_path)
     assert json.loads(json.dumps(call(SOCKET, "status")))["released"] == 1
 
 
+def _released_at(job: str, timeout_s: float) -> float:
+    """When (monotonic) the daemon marked ``job`` released, polled every 50 ms."""
+    deadline = time.monotonic() + timeout_s
+    while ":released" not in run(["scontrol", "show", "job", "-o", job]):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {job} not released in {timeout_s:g} s: "
+                                 f"{run(['scontrol', 'show', 'job', '-o', job])}")
+        time.sleep(0.05)
+    return time.monotonic()
+
+
+def test_a_pin_from_a_stale_view_is_released_at_the_next_refresh_not_after_the_bound(slurm: Slurm, daemons,
+                                                                                     tmp_path):
+    # as above, but the daemon that takes over keeps pin_bound_s at 300 s: it releases the pin
+    # because n1 and n2 cannot hold their two tasks each, at its first refresh (target: two periods)
+    refresh_s = 1.0
+    stale = start(daemons, tmp_path, "--policy", "spread", refresh="3600")
+    blockers = [slurm.submit(["-n", "8", "-w", node], 120) for node in ("n1", "n2")]
+    for blocker in blockers:
+        slurm.wait(blocker, lambda v: v.state == "RUNNING")
+    pinned = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=8", "-n", "8"], 30)
+    assert "ReqNodeList=n[1-4]" in run(["scontrol", "show", "job", pinned])
+    stale.stop()
+    start(daemons, tmp_path, "--policy", "spread", refresh=f"{refresh_s:g}")  # pin_bound_s: the default
+    up = time.monotonic()  # its first refresh is done: the first that sees n1 and n2 taken
+    delay = _released_at(pinned, 4 * refresh_s) - up
+    view = slurm.wait(pinned, lambda v: v.state == "RUNNING", timeout_s=2 * refresh_s, what="RUNNING after release")
+    assert set(view.allocation) & {"n1", "n2"} == set()
+    status = call(SOCKET, "status")
+    assert (status["released"], status["released_taken"]) == (1, 1)
+    print(f"released {delay:.2f} s = {delay / refresh_s:.2f} refresh periods after the daemon first saw "
+          f"the pinned nodes taken")
+    assert delay <= 2 * refresh_s
+
+
+def test_a_pin_is_kept_while_its_nodes_are_free_and_released_within_two_refreshes_once_taken(slurm: Slurm,
+                                                                                             daemons, tmp_path):
+    # With partition batch down, Slurm starts nothing there: the pinned job waits however free its
+    # nodes are, as if Slurm's scheduler lagged, and the daemon keeps the pin. Then a job of the
+    # partition "small" (n1, n2), which the advisor does not place, takes n1: the pin is released.
+    refresh_s = 1.0
+    start(daemons, tmp_path, "--policy", "spread", refresh=f"{refresh_s:g}")
+    run(["scontrol", "update", "PartitionName=batch", "State=DOWN"])
+    try:
+        pinned = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=8", "-n", "8"], 30)
+        assert "ReqNodeList=n[1-4]" in run(["scontrol", "show", "job", pinned])
+        time.sleep(3 * refresh_s)
+        assert ":released" not in run(["scontrol", "show", "job", "-o", pinned])
+        blocker = slurm.submit(["-p", "small", "-n", "8", "-w", "n1"], 120)
+        slurm.wait(blocker, lambda v: v.state == "RUNNING")
+        taken = time.monotonic()  # within 0.1 s after it started (the wait's polling)
+        delay = _released_at(pinned, 4 * refresh_s) - taken
+    finally:
+        run(["scontrol", "update", "PartitionName=batch", "State=UP"])
+    view = slurm.wait(pinned, lambda v: v.state == "RUNNING", timeout_s=10, what="RUNNING after release")
+    assert "n1" not in view.allocation
+    status = call(SOCKET, "status")
+    assert (status["released"], status["released_taken"]) == (1, 1)
+    print(f"released {delay:.2f} s = {delay / refresh_s:.2f} refresh periods after its nodes were taken")
+    assert delay <= 2 * refresh_s
+
+
 class AlwaysHold:
     """A policy that always waits for one node: what the learned policy's holding does, made certain."""
 
@@ -311,10 +373,10 @@ def test_enforce_turns_a_hold_into_a_node_count_cap_that_is_released_after_the_b
     from slurm_advisor.cluster.slurm_cli import SlurmCliSource
     from slurm_advisor.daemon.config import DaemonConfig
     from slurm_advisor.daemon.daemon import Daemon
-    from slurm_advisor.daemon.expressible import express
     from slurm_advisor.daemon.queue import SlurmQueue
     from slurm_advisor.daemon.server import AdvisorServer, ServerThread
     from slurm_advisor.daemon.service import AdviceService
+    from slurm_advisor.slurm.expressible import express
 
     config = replace(DaemonConfig(), socket=SOCKET, mode="enforce", refresh_s=0.5, pin_bound_s=4.0,
                      db=str(tmp_path / "advisor.db"), client_timeout_s=1.0)
