@@ -290,6 +290,20 @@ def test_the_daemon_itself_releases_a_stale_pin(slurm: Slurm, daemons, tmp_path)
     assert json.loads(json.dumps(call(SOCKET, "status")))["released"] == 1
 
 
+def test_layout_in_observe_mode_takes_the_ps_count_from_the_jobs_marker(slurm: Slurm, daemons, tmp_path):
+    # the README's PS job, placed by Slurm: `slurm-advisor layout` without --ps still finds its PS
+    start(daemons, tmp_path, "--policy", "spread", "--mode", "observe")
+    out, script = tmp_path / "layout.out", tmp_path / "layout.sh"
+    script.write_text(f"#!/bin/bash\n{sys.executable} -m slurm_advisor.cli layout\n")
+    job = run(["sbatch", "--parsable", f"--output={out}", "--comment", f"nightly {PS_JOB} model_mb=98", "-n", "4",
+               "--mem-per-cpu=1000", f"--chdir={tmp_path}", str(script)]).strip()
+    slurm.submitted.append(job)
+    slurm.wait(job, lambda v: v.state == "COMPLETED", timeout_s=60, what="COMPLETED")
+    text = out.read_text()
+    assert "SLURM_ADVISOR_LAYOUT_SOURCE=slurm" in text and "SLURM_ADVISOR_NUM_PS=1" in text, text
+    assert "SLURM_ADVISOR_NUM_WORKERS=3" in text, text
+
+
 def _released_at(job: str, timeout_s: float) -> float:
     """When (monotonic) the daemon marked ``job`` released, polled every 50 ms."""
     deadline = time.monotonic() + timeout_s
