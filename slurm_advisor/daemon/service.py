@@ -172,7 +172,7 @@ class AdviceService:
             return job, f"wait: the job {sub.not_now}"
         if partition is not None and not isinstance(partition, str):
             raise ProtocolError("job.partition must be a string")
-        if not any(n.partitions for n in snapshot.nodes[:1]):
+        if not snapshot.layout.has_partitions:
             return job, ""  # no partitions known (a simulated cluster): every node
         if partition and "," in partition:
             return job, "several partitions requested: Slurm chooses one, so no pin"
@@ -235,8 +235,9 @@ def _cap_feasible(snapshot: ClusterSnapshot, job: Job, max_nodes: int) -> bool:
     configuration can meet ("Requested node configuration is not available"), and one below its
     own minimum: a cap the job can never meet would cost the user the job."""
     request = job.request
-    if request is not None and (max_nodes < request.min_nodes or request.narrows()):
-        return False
+    if request is not None and (max_nodes < request.min_nodes or request.narrows()
+                                or (request.max_nodes is not None and max_nodes > request.max_nodes)):
+        return False  # a cap outside the user's own -N range narrows or widens what they asked
     return select(ClusterSnapshot.empty(snapshot.nodes), job, max_nodes=max_nodes) is not None
 
 

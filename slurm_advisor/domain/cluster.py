@@ -54,6 +54,9 @@ class NodeLayout:
         self.jobs_by_node = Recent()
         self._masks: dict[tuple, np.ndarray] = {}  # see mask()
         self.nodes = nodes
+        #: whether Slurm named the nodes' partitions (a simulated cluster names none; a node of a
+        #: real one may be in none, which keeps it out of every partition)
+        self.has_partitions = any(n.partitions for n in nodes)
         self.index: Mapping[str, int] = MappingProxyType({n.name: i for i, n in enumerate(nodes)})
         if len(self.index) != len(nodes):
             raise ValueError("node names must be unique")

@@ -61,7 +61,7 @@ class JobRequest:
         """Per node of ``snapshot``: may a placement use it? None: every node may."""
         mask = None
         layout = snapshot.layout
-        if self.partition is not None and snapshot.nodes and snapshot.nodes[0].partitions:
+        if self.partition is not None and layout.has_partitions:
             mask = _and(mask, layout.mask(("partition", self.partition),
                                           lambda: [self.partition in n.partitions for n in layout.nodes]))
         if self.features:

@@ -139,6 +139,10 @@ def _modelled(fields: dict[str, Any], marker: Marker, not_now: str | None) -> Su
         raise Mismatch(f"job.num_tasks is {tasks} but the marker says ps={marker.ps} workers={marker.workers}")
     if max_nodes is not None and max_nodes < min_nodes:
         raise Unmodelled("-N/--nodes", f"range {min_nodes}-{max_nodes}")
+    if min_nodes > wanted:
+        raise Unmodelled("-N/--nodes", f"{min_nodes} nodes for the marker's {wanted} tasks")
+    if per_node == 0:
+        raise Unmodelled("--ntasks-per-node", "ntasks_per_node=0")
     cpus = _count(fields, "cpus_per_task") or 1
     fixed = _fixed_tasks_per_node(wanted, per_node, min_nodes, max_nodes)
     gpus_task = _gpus(fields, "tres_per_task", allow_cpu=True)
@@ -146,13 +150,14 @@ def _modelled(fields: dict[str, Any], marker: Marker, not_now: str | None) -> Su
     mem_task, mem_node = _memory(fields, cpus, fixed)
     if _count(fields, "pn_min_cpus") not in (None, 0) and _count(fields, "pn_min_cpus") > cpus * (fixed or per_node or 1):
         raise Unmodelled("--mincpus", "pn_min_cpus")
+    required, excluded = _nodes(fields, "req_nodes"), _nodes(fields, "exc_nodes")
+    if required & excluded:
+        raise Unmodelled("-w/-x", "a node both required and excluded")
     request = JobRequest(
         min_nodes=min_nodes, max_nodes=max_nodes, max_tasks_per_node=per_node, mem_per_node_mb=mem_node,
-        gpus_per_node=gpus_node, required=_nodes(fields, "req_nodes"), excluded=_nodes(fields, "exc_nodes"),
+        gpus_per_node=gpus_node, required=required, excluded=excluded,
         features=_features(fields), partition=_partition(fields), exclusive=_exclusive(fields),
         contiguous=bool(_count(fields, "contiguous")), max_switches=_count(fields, "req_switch") or None)
-    if request.required & request.excluded:
-        raise Unmodelled("-w/-x", "a node both required and excluded")
     unpinnable = None
     if gpus_node and not gpus_task:
         if fixed is None or gpus_node % fixed:
