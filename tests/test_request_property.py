@@ -454,7 +454,7 @@ def test_the_issues_lines_are_pinned_only_as_written(line, load) -> None:
                 check_reply(cluster, opts, reply, decision)
 
 
-# -- the examples the property found, shrunk (the one still open in the code: xfail) --------------
+# -- the examples the property found, shrunk: each was a bug, fixed since ---------------------------
 def two_nodes(first: frozenset[str], second: frozenset[str], default: str | None = "batch") -> Cluster:
     nodes = (Node("n1", 8, 4, 32_000, partitions=first), Node("n2", 8, 4, 32_000, partitions=second))
     return Cluster(ClusterSnapshot.empty(nodes), default)
@@ -494,9 +494,6 @@ def test_more_nodes_than_the_markers_tasks_is_answered() -> None:
     check_reply(cluster, opts, reply, decision)
 
 
-@pytest.mark.xfail(strict=True, reason="service._cap_feasible checks the cap on the whole empty cluster, not on "
-                                       "the nodes the request allows (partition, -C, -x): Slurm then rejects "
-                                       "the capped job ('Requested node configuration is not available')")
 @pytest.mark.parametrize("opts", [
     Options(0, 12, partition="gpu"), Options(0, 12, constraint=frozenset({"ib"})),
     Options(0, 12, exclude=frozenset({"n1"})),

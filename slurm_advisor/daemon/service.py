@@ -238,7 +238,8 @@ def _cap_feasible(snapshot: ClusterSnapshot, job: Job, max_nodes: int) -> bool:
     if request is not None and (max_nodes < request.min_nodes or request.narrows()
                                 or (request.max_nodes is not None and max_nodes > request.max_nodes)):
         return False  # a cap outside the user's own -N range narrows or widens what they asked
-    return select(ClusterSnapshot.empty(snapshot.nodes), job, max_nodes=max_nodes) is not None
+    empty = allowed(ClusterSnapshot.empty(snapshot.nodes), job)  # its partition, features, -x
+    return select(empty, job, max_nodes=max_nodes) is not None
 
 
 def _layout(placement: Placement | None) -> list[tuple[str, str]]:

@@ -71,15 +71,18 @@ from slurm_advisor.slurm.cons_tres import usable_slots
 
 
 def slurm_counts(layout, free: np.ndarray, node_indices: Sequence[int], num_tasks: int,
-                 task_demand: Resources, max_per_node: int | None = None) -> list[int] | None:
+                 task_demand: Resources, tasks_per_node: int | None = None) -> list[int] | None:
     """Tasks per node Slurm allocates to a job of ``num_tasks`` tasks of ``task_demand`` pinned
     to exactly ``node_indices`` (``-w`` those nodes, ``-N`` their count), aligned with
     ``node_indices`` as given; None if Slurm would not start it now.
 
     ``free`` is (cpus, gpus, mem_mb) per node in ``layout``'s order; ``task_demand.mem_mb`` is
-    one task's memory (``--mem-per-cpu`` times c). ``max_per_node``: ``--ntasks-per-node``, which
-    caps a node's CPUs for the job at that many tasks' (``_get_res_avail`` -> ``_allocate_sc``).
-    Steps 1-4 of the module docstring."""
+    one task's memory (``--mem-per-cpu`` times c). Steps 1-4 of the module docstring.
+
+    ``tasks_per_node``: the job's ``--ntasks-per-node`` t. Pinned (``min_nodes = max_nodes`` = k),
+    Slurm allocates t tasks' CPUs on *every* node, whatever ``-n`` says (the differential test on
+    the testbed: ``-n 4 --ntasks-per-node=2`` pinned to three nodes ran 2, 2, 2): so a pin keeps
+    the job's own tasks only where k x t is its task count, each node holding t of them."""
     nodes = [int(i) for i in node_indices]
     if not nodes or len(set(nodes)) != len(nodes) or not all(0 <= i < len(layout.nodes) for i in nodes):
         raise ValueError(f"node indices must be distinct indices of the layout, not {list(node_indices)}")
@@ -90,8 +93,12 @@ def slurm_counts(layout, free: np.ndarray, node_indices: Sequence[int], num_task
     order = sorted(nodes)
     rows = np.asarray(free, dtype=np.int64)[order]
     usable = usable_cpus(rows, num_tasks, task_demand)
-    if max_per_node is not None:
-        usable = np.minimum(usable, max_per_node * task_demand.cpus)
+    if tasks_per_node is not None:
+        if len(nodes) * tasks_per_node != num_tasks or (usable < tasks_per_node * task_demand.cpus).any():
+            return None
+        if task_demand.gpus and (rows[:, 1] < tasks_per_node * task_demand.gpus).any():
+            return None
+        return [tasks_per_node] * len(nodes)
     given = required_node_cpus(usable, num_tasks, task_demand.cpus)
     if given is None:
         return None

@@ -179,6 +179,8 @@ def _fixed_tasks_per_node(tasks: int, per_node: int | None, min_nodes: int, max_
         return None
     if per_node is not None and tasks == per_node * min_nodes:
         return per_node
+    if min_nodes == 1:
+        return tasks  # -N 1: every task on the one node
     return 1 if tasks == min_nodes else None
 
 
