@@ -210,3 +210,23 @@ def test_express_refuses_unknown_nodes() -> None:
     job = ps_job(0, 2)
     with pytest.raises(ValueError, match="not in the cluster"):
         express(EMPTY, job, Placement.of(job, ["n1", "x9"]))
+
+
+# -- --ntasks-per-node: exact on every pinned node ---------------------------------------------------
+def per_node(names: list[str], n: int, demand: Resources, t: int, snap: ClusterSnapshot = EMPTY) -> list[int] | None:
+    return slurm_counts(snap.layout, snap.free_array(), [snap.index(x) for x in names], n, demand, t)
+
+
+def test_tasks_per_node_are_exact_on_every_pinned_node() -> None:
+    # testbed (differential test): -n 4 --ntasks-per-node=2 pinned to n2-n4 ran 2, 2, 2 (six tasks'
+    # CPUs and GPUs for a job of four), and -n 4 --ntasks-per-node=4 pinned to n3, n4 ran 4, 4: a pin
+    # keeps the job's own tasks only on n / t nodes
+    assert per_node(["n2", "n3", "n4"], 4, task(gpus=2), 2) is None
+    assert per_node(["n3", "n4"], 4, task(gpus=1), 4) is None
+    assert per_node(["n2", "n3"], 4, task(gpus=2), 2) == [2, 2]
+    assert per_node(["n1", "n2"], 8, task(), 4) == [4, 4]
+
+
+def test_a_node_without_room_for_its_t_tasks_refuses_the_pin() -> None:
+    assert per_node(["n1", "n2"], 8, task(), 4, busy(n1=Resources(5, 0, 5000))) is None
+    assert per_node(["n1", "n2"], 4, task(gpus=2), 2, busy(n2=Resources(0, 3, 0))) is None
