@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from slurm_advisor.domain.decision import LEFT_TO_SLURM, Decision
+from slurm_advisor.domain.decision import LEFT_TO_SLURM, UNMODELLED, Decision
 from slurm_advisor.errors import InputError
 
 log = logging.getLogger("slurm_advisor.daemon")
@@ -60,7 +60,7 @@ def is_fallback(decision: Decision) -> bool:
     """The fallback policy decided, or no advice was given for a reason: the job was left to Slurm
     as submitted (observe mode's quiet record is no fallback)."""
     return decision.fallback or (decision.action == "none" and bool(decision.reason)) or \
-        decision.reason.startswith(LEFT_TO_SLURM)
+        decision.reason.startswith((LEFT_TO_SLURM, UNMODELLED))
 
 
 def reason_class(reason: str) -> str:

@@ -139,7 +139,7 @@ class AdviceService:
         if action == "place" and not self.pins:
             action, cap_nodes = "cap", len(placement.nodes())
         reason = "; ".join(r for r in (left or reason or advice.reason, SLURMS_CHOICE if own else "") if r)
-        if action == "observe" and not own and mode != "observe":
+        if action == "observe" and not own and mode != "observe" and not sub.unmodelled:
             reason = f"{LEFT_TO_SLURM}: {reason or 'no placement to advise'}"
         reply: dict[str, Any] = {"ok": True, "decision": decision_id, "mode": mode, "action": action,
                                  "reason": reason}

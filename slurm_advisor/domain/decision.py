@@ -8,6 +8,8 @@ from typing import Any
 #: How a decision's reason starts when the job went to Slurm as submitted (stamped only) although
 #: the advisor was asked: no room now, an unmodelled option, a layout it cannot express, ...
 LEFT_TO_SLURM = "left to Slurm as submitted"
+#: ... and when the reason is an option the advisor does not model (slurm/request.py's Unmodelled)
+UNMODELLED = "unmodelled option: "
 
 
 @dataclass(frozen=True)

@@ -468,3 +468,39 @@ def test_slurms_own_choice_is_left_to_slurm_and_recorded(slurm: Slurm, daemons, 
     with Store.open(str(d.db), create=False) as store:
         outcome = store.outcome(job)
     assert outcome.decision_id == decision.id and outcome.state == "COMPLETED" and set(outcome.nodes) == {"n1", "n2"}
+
+
+def test_a_job_submitted_while_the_cluster_is_busy_is_stamped_decided_and_linked_to_where_slurm_ran_it(
+        slurm: Slurm, daemons, tmp_path):
+    # Every node's GPUs taken: no placement now. The job goes to Slurm as submitted, but stamped, so
+    # its decision says why and its outcome records where Slurm ran it once the blockers end.
+    d = start(daemons, tmp_path, "--policy", "spread")
+    blockers = [slurm.submit(["-n", "1", "--gpus-per-task=4", "-w", n], 4) for n in ("n1", "n2", "n3", "n4")]
+    for b in blockers:
+        slurm.wait(b, lambda v: v.state == "RUNNING")
+    time.sleep(1.2)  # two refreshes: the daemon sees them
+    job = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=2", "-n", "2", "--gpus-per-task=1"], 1)
+    info = run(["scontrol", "show", "job", job])
+    stamp = re.search(r"AdminComment=slurm-advisor:(d-[0-9a-f]{12}):observed\b", info)
+    assert stamp and re.search(r"ReqNodeList=\(null\)", info), info  # stamped only: Slurm's as submitted
+    view = slurm.wait(job, lambda v: v.state == "RUNNING", timeout_s=30, what="RUNNING once the GPUs are free")
+    slurm.wait(job, lambda v: v.state == "COMPLETED", timeout_s=30)
+    time.sleep(1.5)  # a refresh or two: the daemon records the outcome
+    d.stop()
+    (decision,) = [x for x in d.decisions() if x.id == stamp.group(1)]
+    assert decision.action == "observe" and decision.reason.startswith("left to Slurm as submitted")
+    with Store.open(str(d.db), create=False) as store:
+        outcome = store.outcome(job)
+    assert outcome.decision_id == decision.id and set(outcome.nodes) == set(view.allocation)
+
+
+def test_an_unmodelled_option_leaves_the_job_as_submitted_with_the_reason(slurm: Slurm, daemons, tmp_path):
+    d = start(daemons, tmp_path, "--policy", "spread")
+    job = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=2", "-n", "2", "--gpus=2"], 1)
+    info = run(["scontrol", "show", "job", job])
+    stamp = re.search(r"AdminComment=slurm-advisor:(d-[0-9a-f]{12}):observed\b", info)
+    assert stamp and re.search(r"ReqNodeList=\(null\)", info), info
+    slurm.wait(job, lambda v: v.state == "COMPLETED", timeout_s=30)
+    d.stop()
+    (decision,) = [x for x in d.decisions() if x.id == stamp.group(1)]
+    assert decision.action == "observe" and decision.reason == "unmodelled option: --gpus (tres_per_job)"
