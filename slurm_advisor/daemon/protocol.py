@@ -46,9 +46,11 @@ def decode_request(line: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"request is not UTF-8 (byte {exc.start})") from None
     try:
-        request = json.loads(text, parse_constant=_no_constant)
+        request = json.loads(text, parse_constant=_no_constant, parse_int=_bounded_int)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise ProtocolError(f"request is not JSON: {getattr(exc, 'msg', 'too deeply nested')}") from None
+    except ValueError as exc:  # int() of a huge literal; no peer's line may end the daemon
+        raise ProtocolError(f"request is not JSON: {exc}") from None
     if not isinstance(request, dict):
         raise ProtocolError("request must be a JSON object")
     if request.get("v") != VERSION:
@@ -56,6 +58,14 @@ def decode_request(line: bytes) -> dict[str, Any]:
     if request.get("op") not in OPS:
         raise ProtocolError(f"unknown op {request.get('op')!r}; expected one of {', '.join(OPS)}")
     return request
+
+
+def _bounded_int(text: str) -> int:
+    """A JSON integer of at most 20 digits: every count and id the protocol carries fits (Python's
+    int() of a literal of more than 4,300 digits raises, and a long one costs quadratic time)."""
+    if len(text.lstrip("-")) > 20:
+        raise ProtocolError(f"request holds an integer of {len(text)} characters; at most 20 digits")
+    return int(text)
 
 
 def _no_constant(name: str):

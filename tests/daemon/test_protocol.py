@@ -20,6 +20,8 @@ def test_round_trip_of_a_request():
     (b'{"v": 1, "op": "health", "x": NaN}', "NaN"),
     (b"[" * 100_000 + b"]" * 100_000, "longer than"),
     (b"[" * 30_000 + b"]" * 30_000, "too deeply nested"),
+    (b'{"v": 1, "op": "health", "x": ' + b"9" * 5000 + b"}", "integer of 5000 characters"),
+    (b'{"v": 1, "op": "health", "x": -' + b"9" * 21 + b"}", "at most 20 digits"),
 ])
 def test_bad_requests_get_one_line_naming_the_problem(line, message):
     with pytest.raises(ProtocolError, match=message):
