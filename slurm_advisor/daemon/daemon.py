@@ -406,8 +406,15 @@ def serve(config: DaemonConfig) -> None:
         log.info("signal %d: stopping", signum)
         threading.Thread(target=server.shutdown, daemon=True).start()
 
+    def _hangup(signum, _frame):
+        # Python's default for SIGHUP ends the process, which systemd's Restart=on-failure counts
+        # as a clean exit: the daemon stayed down. Settings change with a restart; the mode and
+        # models through the socket and the model directory, without one.
+        log.info("signal %d (SIGHUP): ignored; restart the daemon to read its config again", signum)
+
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGHUP, _hangup)
     log.info("serving on %s: source %s, mode %s, policy %s", config.socket, config.source, config.mode,
              config.policy)
     if server.report_address:

@@ -40,6 +40,9 @@ def test_serve_answers_then_stops_cleanly_on_sigterm(tmp_path, policy, action):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert wait_for(sock)["mode"] == "advise"
+        proc.send_signal(signal.SIGHUP)  # logged and ignored: it must not end the daemon
+        time.sleep(0.3)
+        assert proc.poll() is None and call(sock, "health")["ok"]
         reply = call(sock, "advise", job=JOB)
         assert reply["action"] == action
         assert reply["layout"].startswith("ps=") if action == "place" else "slurm's own choice" in reply["reason"]
