@@ -53,6 +53,15 @@ def gpu_count(gres: str) -> int:
     return sum(int(n) for n in re.findall(r"\bgpu(?::[^:,(]+)?:(\d+)", gres))
 
 
+def job_fields(line: str) -> dict[str, str]:
+    """The ``Key=value`` fields of one ``scontrol show ... -o`` line, the first of each key kept
+    (a value with spaces, such as a comment's, is cut at its first space)."""
+    fields: dict[str, str] = {}
+    for key, value in _FIELD.findall(line):
+        fields.setdefault(key, value)
+    return fields
+
+
 def _time(value: str) -> datetime | None:
     try:
         return datetime.fromisoformat(value)
@@ -73,9 +82,7 @@ class JobView:
 
     @classmethod
     def parse(cls, line: str) -> JobView:
-        fields: dict[str, str] = {}
-        for key, value in _FIELD.findall(line):
-            fields.setdefault(key, value)
+        fields = job_fields(line)
         allocation = {}
         for nodes, cpu_ids, mem, gres in _PER_NODE.findall(line):
             for node in expand_hostlist(nodes):
