@@ -12,6 +12,7 @@ import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
 from slurm_advisor.slurm import cons_tres
+from slurm_advisor.slurm.expressible import express
 
 
 class SlurmDefaultPolicy:
@@ -23,6 +24,8 @@ class SlurmDefaultPolicy:
         request = job.request
         if request is None:
             return cons_tres.select(snapshot, job, topology=self.topology, max_nodes=max_nodes)
+        if request.required:
+            return on_required_nodes(snapshot, job)
         # the job's own -N range, and a cap within it (a hold's cap never widens what was asked)
         cap = request.max_nodes if max_nodes is None else min(max_nodes, request.max_nodes or max_nodes)
         return cons_tres.select(snapshot, job, topology=self.topology, min_nodes=request.min_nodes,
@@ -32,3 +35,20 @@ class SlurmDefaultPolicy:
         # Slurm's preference is its node order: earlier nodes score higher.
         n = len(snapshot.nodes)
         return {node.name: float(n - i) for i, node in enumerate(snapshot.nodes)}
+
+
+def on_required_nodes(snapshot: ClusterSnapshot, job: Job) -> Placement | None:
+    """A ``-w`` job on exactly its required nodes, with the tasks per node Slurm gives it there
+    (``_eval_nodes`` takes the required nodes first, each as ``_cpus_to_use`` allows: the pinned
+    layout, ``slurm/expressible.py``), where they hold it and its ``-N`` range allows that many
+    nodes; else None (Slurm would add nodes of its own choosing, which is not modelled)."""
+    request = job.request
+    required = sorted(request.required, key=lambda n: snapshot.layout.index.get(n, -1))
+    count = len(required)
+    if (any(n not in snapshot.layout.index for n in required) or count > job.num_tasks
+            or count < request.min_nodes or (request.max_nodes is not None and count > request.max_nodes)
+            or request.max_tasks_per_node is not None):
+        return None
+    spread = [required[i % count] for i in range(job.num_tasks)]  # the node set; Slurm decides the counts
+    return express(snapshot, job, Placement.of(job, spread))
+

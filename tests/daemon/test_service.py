@@ -1,3 +1,5 @@
+from collections import Counter
+
 import pytest
 from daemon_helpers import NODES, Fixed, identity, marked
 
@@ -243,3 +245,17 @@ def test_slurms_choice_is_the_one_inside_the_jobs_partition():
 def test_no_pin_when_the_partition_is_unclear(partition, default, why):
     reply = service(default_partition=default).advise(_busy_small_nodes(), marked(partition=partition), "advise")[0]
     assert reply["action"] == "observe" and why in reply["reason"]
+
+
+def test_a_job_that_names_its_nodes_is_placed_on_them_as_slurm_lays_them_out():
+    # -w n[1-4] -N 4 -n 8: slurm-default takes the required nodes first, each as _cpus_to_use allows
+    # (the pinned layout of slurm/expressible.py: 5, 1, 1, 1), so the pin honours -w
+    snap = ClusterSnapshot.empty(NODES)
+    fields = marked(ps=1, workers=7, gpus=0, req_nodes="n[1-4]", min_nodes=4, max_nodes=4)
+    reply, decision, _, _ = service().advise(snap, fields, "advise")
+    assert reply["action"] == "place" and reply["nodes"] == "n[1-4]"
+    assert Counter(n for _, n in decision.layout) == {"n1": 5, "n2": 1, "n3": 1, "n4": 1}
+    # -w n4 -n 2: on n4 alone; -w beyond the -N range: no placement, the job is Slurm's
+    assert {n for _, n in service().advise(snap, marked(req_nodes="n4"), "advise")[1].layout} == {"n4"}
+    left = service().advise(snap, marked(req_nodes="n[1-3]", min_nodes=2, max_nodes=2), "advise")[0]
+    assert left["action"] == "observe" and left["reason"].startswith("left to Slurm as submitted")
