@@ -324,7 +324,7 @@ def build_daemon(config: DaemonConfig) -> Daemon:
     problem = None
     try:
         policy = make_policy(config.policy, PolicyContext(model_dir=model))
-    except InputError as exc:
+    except Exception as exc:  # any model that does not load, as the model follower treats a swap
         if config.policy not in FROM_MODEL:
             raise
         # A corrupt or missing model must not stop the advice: Slurm's own rule serves, the log

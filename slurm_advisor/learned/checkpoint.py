@@ -217,4 +217,5 @@ def _load_weights(net: torch.nn.Module, path: Path) -> None:
             raise InputError(f"{path}: cannot load weights: not a state_dict of tensors")
         net.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
     except (OSError, RuntimeError, pickle.UnpicklingError, EOFError) as e:
-        raise InputError(f"{path}: cannot load weights: {str(e).splitlines()[0]}") from None
+        said = str(e).splitlines() or [f"{type(e).__name__} (an empty or truncated file)"]
+        raise InputError(f"{path}: cannot load weights: {said[0]}") from None

@@ -17,14 +17,17 @@ def _config(tmp_path, **changes) -> DaemonConfig:
                    models_dir=tmp_path / "models", **changes)
 
 
-@pytest.mark.parametrize("damage", ["meta not json", "policy missing"])
+@pytest.mark.parametrize("damage", ["meta not json", "policy missing", "policy empty", "policy truncated"])
 def test_a_broken_active_model_falls_back_to_slurm_default(tmp_path, caplog, damage):
     broken = tmp_path / "models" / "0123456789ab"
     shutil.copytree(DEFAULT_MODEL_DIR, broken)
     if damage == "meta not json":
         (broken / "meta.json").write_text("{not json")
-    else:
+    elif damage == "policy missing":
         (broken / "policy.pt").unlink()
+    else:  # an empty file once crashed the start with an IndexError (issue 39, item 8)
+        weights = (broken / "policy.pt").read_bytes()
+        (broken / "policy.pt").write_bytes(b"" if damage == "policy empty" else weights[:len(weights) // 2])
     point_active(tmp_path / "models", broken.name)
     daemon = build_daemon(_config(tmp_path))
     try:
