@@ -36,6 +36,7 @@ class Counters:
     released_taken: int = 0         # of which at once: the pinned nodes were taken (pins.stuck)
     claims_unseen_dropped: int = 0  # claims of jobs Slurm never listed (rejected, cancelled at once)
     refresh_failures: int = 0
+    refreshes: int = 0              # refreshes done in full (snapshot, queue, releases, outcomes)
     reports: int = 0
     reports_refused: int = 0
     model_reloads: int = 0          # promoted models picked up without a restart
@@ -167,6 +168,7 @@ class Refresher:
             self.on_advised(advised)
         except Exception:  # outcomes are bookkeeping: never stop the refresh
             log.exception("recording outcomes failed")
+        self.state.counters.refreshes += 1
 
     def _drop_unseen(self, listed: set[str], read_at: float, now: float) -> None:
         dropped = self.state.claims.drop_unseen(listed, read_at, now)

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from differential_check import Ask, Blocker, Case, Cluster, Result, Submitted
-from slurmctl import Slurm, SlurmError, job_fields, run
+from slurmctl import Slurm, SlurmError, job_fields, run, until
 
 from slurm_advisor.daemon.client import DaemonUnavailable, call
 from slurm_advisor.slurm.hostlist import compress, expand
@@ -220,16 +220,21 @@ class Differential:
         """Until the job runs and its script wrote its environment; or it stays pending ``wait_s``."""
         started = time.monotonic()
         env = self.workdir / f"{sub.job_id}.env"
-        while True:
+        seen = []  # the last view, and whether the job ran with its environment written
+
+        def settled() -> bool:
             view = self.slurm.job(sub.job_id)
-            sub.state, sub.reason, sub.waited_s = view.state, view.reason, round(time.monotonic() - started, 2)
-            if view.state == "RUNNING" and env.exists() and "SLURM_TASKS_PER_NODE" in env.read_text():
-                break
             waited = time.monotonic() - started
-            if view.state not in ("PENDING", "CONFIGURING", "RUNNING") or waited > wait_s + 3 \
-                    or (view.state == "PENDING" and waited > wait_s):
-                return
-            time.sleep(0.05)
+            sub.state, sub.reason, sub.waited_s = view.state, view.reason, round(waited, 2)
+            ran = view.state == "RUNNING" and env.exists() and "SLURM_TASKS_PER_NODE" in env.read_text()
+            seen[:] = [view, ran]
+            return ran or view.state not in ("PENDING", "CONFIGURING", "RUNNING") or waited > wait_s + 3 \
+                or (view.state == "PENDING" and waited > wait_s)
+
+        until(settled, wait_s + 30, f"job {sub.job_id} to run or settle")
+        view, ran = seen
+        if not ran:
+            return
         values = dict(line.partition("=")[::2] for line in env.read_text().splitlines() if "=" in line)
         sub.allocation, sub.tasks, sub.started_late = view.allocation, _tasks_per_node(values), late
         sub.layout = _layout_per_node(values.get("SLURM_ADVISOR_LAYOUT", ""))
@@ -261,12 +266,13 @@ class AdvisorDaemon:
         self._wait(lambda: self._published() > -math.inf, 60, "did not start")
 
     def _wait(self, done: Callable[[], bool], timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not done():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise SlurmError(f"the daemon {what}: {self.proc.communicate()[1][-2000:]}")
-            time.sleep(0.05)
+        try:
+            until(lambda: done() or self.proc.poll() is not None, timeout_s, what)
+        except SlurmError:
+            pass
+        if not done():
+            self.stop()
+            raise SlurmError(f"the daemon {what}: {self.proc.communicate()[1][-2000:]}")
 
     def _published(self) -> float:
         """When (time.monotonic: the machine's clock) its latest snapshot was published; -inf: none."""
@@ -294,10 +300,9 @@ class AdvisorDaemon:
     def stop(self) -> None:
         """SIGTERM to the PID it started (its decisions are then all written); SIGKILL 30 s later."""
         self.proc.terminate()  # nothing once it has exited
-        deadline = time.monotonic() + 30
-        while self.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if self.proc.poll() is None:
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
 

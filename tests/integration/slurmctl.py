@@ -92,6 +92,16 @@ class JobView:
                    _time(fields.get("EndTime", "")), allocation)
 
 
+def until(done: Callable[[], object], timeout_s: float, what: str, every_s: float = 0.05) -> None:
+    """Poll ``done`` until it is true: the one wait on something outside this process (Slurm, a
+    daemon) that offers no event to wait on; SlurmError naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise SlurmError(f"{what}: not within {timeout_s:g} s")
+        time.sleep(every_s)
+
+
 class Slurm:
     """The cluster that SLURM_CONF names, and the jobs this object submitted to it."""
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurmctl import Slurm, run
+from slurmctl import Slurm, run, until
 
 from slurm_advisor.daemon.client import DaemonUnavailable, call
 from slurm_advisor.daemon.protocol import parse_layout
@@ -306,13 +306,15 @@ def test_layout_in_observe_mode_takes_the_ps_count_from_the_jobs_marker(slurm: S
 
 def _released_at(job: str, timeout_s: float) -> float:
     """When (monotonic) the daemon marked ``job`` released, polled every 50 ms."""
-    deadline = time.monotonic() + timeout_s
-    while ":released" not in run(["scontrol", "show", "job", "-o", job]):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"job {job} not released in {timeout_s:g} s: "
-                                 f"{run(['scontrol', 'show', 'job', '-o', job])}")
-        time.sleep(0.05)
+    until(lambda: ":released" in run(["scontrol", "show", "job", "-o", job]), timeout_s, f"job {job} released")
     return time.monotonic()
+
+
+def refreshed(times: int = 2, timeout_s: float = 30.0) -> None:
+    """Until the test's daemon has done ``times`` more refreshes (its status counts them): what it
+    reads from Slurm then is newer than anything the test did before the call."""
+    first = call(SOCKET, "status")["refreshes"]
+    until(lambda: call(SOCKET, "status")["refreshes"] >= first + times, timeout_s, f"{times} refreshes")
 
 
 def test_a_pin_from_a_stale_view_is_released_at_the_next_refresh_not_after_the_bound(slurm: Slurm, daemons,
@@ -350,7 +352,7 @@ def test_a_pin_is_kept_while_its_nodes_are_free_and_released_within_two_refreshe
     try:
         pinned = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=8", "-n", "8"], 30)
         assert "ReqNodeList=n[1-4]" in run(["scontrol", "show", "job", pinned])
-        time.sleep(3 * refresh_s)
+        refreshed(3)
         assert ":released" not in run(["scontrol", "show", "job", "-o", pinned])
         blocker = slurm.submit(["-p", "small", "-n", "8", "-w", "n1"], 120)
         slurm.wait(blocker, lambda v: v.state == "RUNNING")
@@ -478,14 +480,14 @@ def test_a_job_submitted_while_the_cluster_is_busy_is_stamped_decided_and_linked
     blockers = [slurm.submit(["-n", "1", "--gpus-per-task=4", "-w", n], 4) for n in ("n1", "n2", "n3", "n4")]
     for b in blockers:
         slurm.wait(b, lambda v: v.state == "RUNNING")
-    time.sleep(1.2)  # two refreshes: the daemon sees them
+    refreshed(2)  # the daemon sees them
     job = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=2", "-n", "2", "--gpus-per-task=1"], 1)
     info = run(["scontrol", "show", "job", job])
     stamp = re.search(r"AdminComment=slurm-advisor:(d-[0-9a-f]{12}):observed\b", info)
     assert stamp and re.search(r"ReqNodeList=\(null\)", info), info  # stamped only: Slurm's as submitted
     view = slurm.wait(job, lambda v: v.state == "RUNNING", timeout_s=30, what="RUNNING once the GPUs are free")
     slurm.wait(job, lambda v: v.state == "COMPLETED", timeout_s=30)
-    time.sleep(1.5)  # a refresh or two: the daemon records the outcome
+    refreshed(2)  # the daemon records the outcome
     d.stop()
     (decision,) = [x for x in d.decisions() if x.id == stamp.group(1)]
     assert decision.action == "observe" and decision.reason.startswith("left to Slurm as submitted")
