@@ -1,11 +1,11 @@
-"""The README's list of what the advisor honours names every option slurm/request.py models or refuses."""
+"""The admin guide's list of what the advisor honours names every option slurm/request.py models or refuses."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from slurm_advisor.slurm.request import _FLAGS, MODELLED, UNMODELLED
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "docs" / "admin-guide.md").read_text()  
 
 
 def test_every_modelled_option_is_in_the_readme() -> None:
