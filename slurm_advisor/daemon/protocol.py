@@ -21,7 +21,6 @@ ENV_DECISION = "SLURM_ADVISOR_DECISION"
 
 _JOB_ID_RE = re.compile(r"[0-9]{1,20}")
 MAX_REPORT_SPEED = 1e6  # iterations/s: beyond this a report is a bug or a lie, not a speed
-_GPU_RE = re.compile(r"(?:^|,)gres[:/]gpu(?::[A-Za-z0-9_.-]+)?[:=](\d+)(?:,|$)")
 
 
 class ProtocolError(ValueError):
@@ -100,46 +99,6 @@ def _positive(request: dict[str, Any], field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ProtocolError(f"report: {field} must be a finite number > 0, not {value!r}")
     return float(value)
-
-
-@dataclass(frozen=True)
-class TaskShape:
-    """One task's demand as the job's own options ask Slurm for it (Slurm gives every task the same)."""
-
-    cpus: int
-    gpus: int
-    mem_mb: int
-
-
-def task_shape(job: dict[str, Any]) -> TaskShape:
-    """Per-task cpus, GPUs and memory from the descriptor fields the hook sends."""
-    cpus = _count(job, "cpus_per_task", default=1, low=1)
-    gpus = gpus_per_task(job.get("tres_per_task"))
-    mem = _count(job, "pn_min_memory", default=0, low=0)
-    if mem and job.get("mem_per_cpu"):
-        mem *= cpus
-    elif mem:  # --mem is per node: the advisor lays out a task's share when it places
-        tasks = _count(job, "num_tasks", default=1, low=1)
-        mem = -(-mem // max(1, tasks))
-    return TaskShape(cpus, gpus, mem)
-
-
-def gpus_per_task(tres: Any) -> int:
-    if tres in (None, ""):
-        return 0
-    if not isinstance(tres, str):
-        raise ProtocolError("job.tres_per_task must be a string")
-    match = _GPU_RE.search(tres)
-    return int(match.group(1)) if match else 0
-
-
-def _count(job: dict[str, Any], field: str, *, default: int, low: int) -> int:
-    value = job.get(field)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < 2**31:
-        raise ProtocolError(f"job.{field} must be an integer >= {low}, not {value!r}")
-    return value
 
 
 def format_layout(roles_nodes: list[tuple[str, str]]) -> str:

@@ -33,22 +33,6 @@ def test_encode_refuses_nan():
         protocol.encode({"x": float("nan")})
 
 
-def test_task_shape_from_slurm_options():
-    assert protocol.task_shape({"cpus_per_task": 4, "pn_min_memory": 2000, "mem_per_cpu": True,
-                                "tres_per_task": "gres:gpu:2"}) == protocol.TaskShape(4, 2, 8000)
-    # --mem is per node: each of the 4 tasks gets its share, rounded up
-    assert protocol.task_shape({"num_tasks": 4, "pn_min_memory": 10001}) == protocol.TaskShape(1, 0, 2501)
-    assert protocol.task_shape({"tres_per_task": "gres/gpu:a100:1"}).gpus == 1
-    assert protocol.task_shape({}) == protocol.TaskShape(1, 0, 0)
-
-
-@pytest.mark.parametrize("fields", [{"cpus_per_task": "4"}, {"cpus_per_task": 0}, {"num_tasks": True, "pn_min_memory": 100},
-                                    {"tres_per_task": 3}])
-def test_task_shape_refuses_wrong_types(fields):
-    with pytest.raises(ProtocolError, match="job."):
-        protocol.task_shape(fields)
-
-
 def test_layout_string_round_trips():
     text = protocol.format_layout([("ps", "n1"), ("worker", "n1"), ("worker", "n3")])
     assert text == "ps=n1;worker=n1,n3"

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 from fake_advisor import CAP, NONE, OBSERVE, PLACE, FakeAdvisor, close_silently, line
 
-from slurm_advisor.daemon.protocol import decode_request, task_shape
+from slurm_advisor.daemon.protocol import decode_request
 from slurm_advisor.slurm.marker import parse_marker
+from slurm_advisor.slurm.request import read
 
 REPO = Path(__file__).resolve().parents[2]
 HOOK = REPO / "hooks" / "job_submit.lua"
@@ -123,7 +124,8 @@ def test_request_is_the_protocols_advise(run_hook, daemon: FakeAdvisor) -> None:
                    "tres_per_task": "gres:gpu:1", "tres_per_node": None, "time_limit": 120,
                    "min_nodes": None, "max_nodes": None, "req_nodes": None}
     assert parse_marker(job["comment"]).workers == 4
-    assert task_shape(job).mem_mb == 8000 and task_shape(job).gpus == 1
+    task = read({**job, "comment": MARKED["comment"]}).task  # the marker of the job's own 5 tasks
+    assert task.mem_mb == 8000 and task.gpus == 1
 
 
 def test_unset_fields_are_null_and_mem_per_node_is_not_per_cpu(run_hook, daemon: FakeAdvisor) -> None:
