@@ -266,11 +266,16 @@ class AdvisorDaemon:
         self._wait(lambda: self._published() > -math.inf, 60, "did not start")
 
     def _wait(self, done: Callable[[], bool], timeout_s: float, what: str) -> None:
+        reached = []  # ``done`` may keep state (fresh's): asked once a poll
+
+        def finished() -> bool:
+            reached[:] = [done()]
+            return reached[0] or self.proc.poll() is not None
         try:
-            until(lambda: done() or self.proc.poll() is not None, timeout_s, what)
+            until(finished, timeout_s, what)
         except SlurmError:
             pass
-        if not done():
+        if not reached[0]:
             self.stop()
             raise SlurmError(f"the daemon {what}: {self.proc.communicate()[1][-2000:]}")
 
