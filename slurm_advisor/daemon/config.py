@@ -13,6 +13,7 @@ from typing import Any
 
 from slurm_advisor.daemon.protocol import MODES
 from slurm_advisor.errors import InputError
+from slurm_advisor.slurm.marker import MAX_TASKS
 
 ENV_PREFIX = "SLURM_ADVISOR_"
 DEFAULT_CONFIG = Path("/etc/slurm-advisor/config.toml")
@@ -47,6 +48,7 @@ class DaemonConfig:
     report_listen: str = "0.0.0.0"            # where the report port listens (jobs: SLURM_ADVISOR_REPORT_ADDRESS)
     ready_keys: int = 8                       # repeat requests answered ahead (<socket>.ready); 0: off
     munge_socket: Path | None = None          # munged's socket (None: $MUNGE_SOCKET, else libmunge's default)
+    max_tasks: int = 10_000                   # a job with more tasks is left to Slurm as submitted (1-100,000)
 
     def validated(self) -> DaemonConfig:
         if self.mode not in MODES:
@@ -64,6 +66,8 @@ class DaemonConfig:
                 raise InputError(f"{name} must be a TCP port (0 = off), not {getattr(self, name)!r}")
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):
             raise InputError(f"log_level {self.log_level!r}: expected debug, info, warning or error")
+        if not 1 <= self.max_tasks <= MAX_TASKS:
+            raise InputError(f"max_tasks must be in [1, {MAX_TASKS}], not {self.max_tasks!r}")
         return self
 
 

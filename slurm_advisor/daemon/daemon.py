@@ -339,7 +339,8 @@ def build_daemon(config: DaemonConfig) -> Daemon:
     show_config = _show_config(queue)
     service = AdviceService(Advisor(policy, fallback=fallback), express, model_version=version, model_problem=problem,
                             has_switches=any(n.switch for n in snapshot.nodes), hold_wait_s=config.hold_wait_s,
-                            pins=not block_topology(show_config), default_partition=_default_partition(queue))
+                            pins=not block_topology(show_config), default_partition=_default_partition(queue),
+                            max_tasks=config.max_tasks)
     store = Store.open(config.db)
     return Daemon(config, source, queue, service, store, _jobcomp(show_config))
 

@@ -13,6 +13,9 @@ from typing import Any
 
 VERSION = 1
 MAX_LINE = 64 * 1024
+#: Deepest nesting of objects and arrays in a request: the deepest the protocol uses is 3 (a
+#: request's ``job`` object holding a list); the margin is for fields a newer hook may add.
+MAX_DEPTH = 8
 OPS = ("advise", "health", "status", "mode", "report", "taken")
 MODES = ("observe", "advise", "enforce")
 ACTIONS = ("place", "cap", "observe", "none")
@@ -45,13 +48,16 @@ def decode_request(line: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"request is not UTF-8 (byte {exc.start})") from None
     try:
-        request = json.loads(text, parse_constant=_no_constant, parse_int=_bounded_int)
+        request = json.loads(text, parse_constant=_no_constant, parse_int=_bounded_int,
+                             parse_float=_finite_float)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise ProtocolError(f"request is not JSON: {getattr(exc, 'msg', 'too deeply nested')}") from None
     except ValueError as exc:  # int() of a huge literal; no peer's line may end the daemon
         raise ProtocolError(f"request is not JSON: {exc}") from None
     if not isinstance(request, dict):
         raise ProtocolError("request must be a JSON object")
+    if _depth(request) > MAX_DEPTH:
+        raise ProtocolError(f"request nests objects and arrays deeper than {MAX_DEPTH}")
     if request.get("v") != VERSION:
         raise ProtocolError(f"unsupported protocol version {request.get('v')!r}; this daemon speaks {VERSION}")
     if request.get("op") not in OPS:
@@ -65,6 +71,32 @@ def _bounded_int(text: str) -> int:
     if len(text.lstrip("-")) > 20:
         raise ProtocolError(f"request holds an integer of {len(text)} characters; at most 20 digits")
     return int(text)
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent that is a finite float: ``1e400`` would become
+    infinity, which no field of the protocol can hold."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ProtocolError(f"request holds the number {text[:24]}{'...' if len(text) > 24 else ''}, "
+                            "beyond a float's range")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests objects and arrays (a scalar: 0), looking no deeper than
+    MAX_DEPTH + 1. Iterative: a deep request must not cost the recursion limit here."""
+    deepest, level = 0, [(value, 1)]
+    while level:
+        item, depth = level.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_DEPTH:
+            return deepest
+        level.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _no_constant(name: str):

@@ -51,7 +51,7 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Placement
 from slurm_advisor.domain.decision import LEFT_TO_SLURM, Decision
 from slurm_advisor.slurm import hostlist
 from slurm_advisor.slurm.cons_tres import select
-from slurm_advisor.slurm.marker import MarkerError
+from slurm_advisor.slurm.marker import MAX_TASKS, MarkerError
 from slurm_advisor.slurm.request import Mismatch, Submission, read
 
 Express = Callable[[ClusterSnapshot, Job, Placement], Placement | None]
@@ -101,8 +101,10 @@ def job_from_request(fields: dict[str, Any], job_id: str, sub: Submission | None
 class AdviceService:
     def __init__(self, advisor: Advisor, express: Express, *, model_version: str | None = None,
                  has_switches: bool = False, hold_wait_s: float = 600.0, pins: bool = True,
-                 default_partition: str | None = None, model_problem: str | None = None, seed: int = 0):
+                 default_partition: str | None = None, model_problem: str | None = None, seed: int = 0,
+                 max_tasks: int = MAX_TASKS):
         self.advisor = advisor
+        self.max_tasks = max_tasks  # the site's bound on one job's tasks (config max_tasks)
         self.model_problem = model_problem  # why the configured model is not the one serving
         # Slurm rejects at submission a job pinned to a node outside its partition: the policy
         # sees only the nodes of the partition the job runs in (the default one when unset).
@@ -168,6 +170,9 @@ class AdviceService:
         an unmodelled option, a job that cannot start now, a partition it cannot place in."""
         if sub.unmodelled:
             return job, sub.unmodelled
+        beyond = self._beyond_bounds(snapshot, job)
+        if beyond:
+            return job, beyond
         if sub.not_now:
             return job, f"wait: the job {sub.not_now}"
         if partition is not None and not isinstance(partition, str):
@@ -184,6 +189,16 @@ class AdviceService:
         if mask is not None and not mask.any():
             return job, f"no node of partition {name!r} can take it under its request"
         return job, ""
+
+    def _beyond_bounds(self, snapshot: ClusterSnapshot, job: Job) -> str:
+        """Why no placement of ``job`` is worth looking for: more tasks than the site lets the
+        advisor weigh, or more than the whole cluster holds (Slurm itself refuses that one at
+        submission; the policies' cost grows with the tasks)."""
+        if job.num_tasks > self.max_tasks:
+            return f"the marker asks for {job.num_tasks} tasks; the advisor weighs at most {self.max_tasks} (max_tasks)"
+        if not job.total_demand().fits_in(snapshot.layout.total):
+            return f"the job's {job.num_tasks} tasks need more than the whole cluster holds"
+        return ""
 
     def _expressed(self, snapshot: ClusterSnapshot, job: Job, advice: Advice,
                    sub: Submission) -> tuple[Placement | None, str]:

@@ -62,6 +62,8 @@ class NodeLayout:
             raise ValueError("node names must be unique")
         self.capacity = np.array([[n.cpus, n.gpus, n.mem_mb] for n in nodes], dtype=np.int64).reshape(-1, 3)
         self.capacity.flags.writeable = False
+        #: the whole cluster's CPUs, GPUs and memory: what no job can ever exceed
+        self.total = Resources(*(int(x) for x in self.capacity.sum(axis=0)))
         switches = sorted({n.switch for n in nodes if n.switch is not None})
         self.switch_names: tuple[str | None, ...] = (None, *switches)
         ids = {s: i + 1 for i, s in enumerate(switches)}

@@ -259,3 +259,17 @@ def test_a_job_that_names_its_nodes_is_placed_on_them_as_slurm_lays_them_out():
     assert {n for _, n in service().advise(snap, marked(req_nodes="n4"), "advise")[1].layout} == {"n4"}
     left = service().advise(snap, marked(req_nodes="n[1-3]", min_nodes=2, max_nodes=2), "advise")[0]
     assert left["action"] == "observe" and left["reason"].startswith("left to Slurm as submitted")
+
+
+def test_a_job_beyond_max_tasks_or_the_whole_cluster_is_left_to_slurm_with_its_reason():
+    """No comment makes the advisor weigh more tasks than the site allows or the cluster holds
+    (issue 39: workers=10^8 cost 1.7 s a refresh); the job is stamped and left as submitted."""
+    snapshot = ClusterSnapshot.empty(NODES)  # 32 CPUs, 16 GPUs
+    for max_tasks, workers, why in ((6, 7, "at most 6 (max_tasks)"),
+                                    (100, 17, "more than the whole cluster holds")):
+        reply, decision, _job, placement = service(max_tasks=max_tasks).advise(
+            snapshot, marked(workers=workers), "advise")
+        assert reply["action"] == "observe" and why in reply["reason"] and placement is None
+        assert decision.reason == reply["reason"] and "nodes" not in reply
+    reply = service(max_tasks=6).advise(snapshot, marked(workers=6), "advise")[0]
+    assert reply["action"] == "place"  # at the bound: advised as ever
