@@ -8,17 +8,24 @@ A job that carries a request (``Job.request``: its -N, -w, -x, partition, ... as
 shown only the nodes the request allows, and a placement, the policy's or the fallback's, counts
 only if it breaks nothing of the request (``JobRequest.violations``): a policy chooses among
 placements that honour the whole request, or the job is Slurm's as submitted.
+
+A policy that raises (a model that loaded but breaks on some input) costs the request nothing:
+the fallback places, the failure is counted (``Advisor.errors``) and logged; the daemon also
+tries every model once on a small probe job before it serves it (:func:`self_check`).
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
-from slurm_advisor.domain import ClusterSnapshot, Job, Placement
+from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Resources
 from slurm_advisor.policies.base import Hold, Policy, warm
+
+log = logging.getLogger("slurm_advisor.advisor")
 
 
 class SpeedPredictor(Protocol):
@@ -47,6 +54,7 @@ class Advisor:
         self.fallback = fallback
         self.predictor = predictor
         self.explain = explain
+        self.errors = 0  # proposals the policy raised on (each answered by the fallback)
 
     def advise(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Advice:
         snapshot = allowed(snapshot, job)
@@ -73,7 +81,14 @@ class Advisor:
         warm(self.policy, snapshot)
 
     def _propose(self, snapshot, job, rng) -> tuple[Placement | Hold | None, str]:
-        placement = self.policy.place(snapshot, job, rng)
+        try:
+            placement = self.policy.place(snapshot, job, rng)
+        except Exception as exc:
+            self.errors += 1
+            if self.errors & (self.errors - 1) == 0:  # the 1st, 2nd, 4th, 8th, ...: a bounded log
+                log.error("policy %s failed on job %s (%d failures so far): %s: %s", self.policy.name, job.id,
+                          self.errors, type(exc).__name__, exc, exc_info=self.errors == 1)
+            return None, f"{self.policy.name} failed ({type(exc).__name__})"
         if isinstance(placement, Hold):
             return placement, placement.reason
         if placement is None:
@@ -89,6 +104,25 @@ class Advisor:
         if self.predictor is None or not self.explain:
             return None
         return self.predictor.predict(snapshot, job, placement)
+
+
+_PROBE_NODES = tuple(Node(f"probe{i}", 8, 4, 64000, switch=f"probe-sw{i // 2}") for i in range(4))
+
+
+def self_check(policy: Policy) -> None:
+    """ValueError unless ``policy`` places a small PS job (one PS, three one-GPU workers) on an
+    empty cluster of four nodes, or holds it: what a model that loads but cannot decide (a network
+    that breaks on real inputs) fails, before it serves a request."""
+    snapshot = ClusterSnapshot.empty(_PROBE_NODES)
+    job = Job("probe", "resnet50", 1, 3, Resources(1, 0, 1000), Resources(2, 1, 4000), 1000.0)
+    try:
+        placement = policy.place(snapshot, job, np.random.default_rng(0))
+    except Exception as exc:  # noqa: BLE001 -- whatever it is, the policy cannot serve
+        raise ValueError(f"policy {policy.name} fails on a probe job: {type(exc).__name__}: {exc}") from None
+    if isinstance(placement, Hold):
+        return
+    if placement is None or not _valid(snapshot, job, placement):
+        raise ValueError(f"policy {policy.name} finds no valid placement for a probe job on an empty cluster")
 
 
 def allowed(snapshot: ClusterSnapshot, job: Job) -> ClusterSnapshot:

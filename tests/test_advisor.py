@@ -140,3 +140,32 @@ def test_a_warm_up_reaches_the_policy_through_a_gate_and_is_a_no_op_for_others()
     Advisor(GatedPolicy(Warm(None))).warm(snap)
     Advisor(SlurmDefaultPolicy()).warm(snap)  # keeps no caches: nothing to do, nothing raised
     assert warmed == [snap]
+
+
+class Raising:
+    name = "raising"
+
+    def place(self, snapshot, job, rng):
+        raise RuntimeError("a model that breaks on this input")
+
+
+def test_a_policy_that_raises_costs_nothing_the_fallback_places_and_it_is_counted(caplog):
+    advisor = Advisor(Raising(), fallback=SlurmDefaultPolicy())
+    snapshot = ClusterSnapshot.empty(NODES)
+    for _ in range(3):
+        advice = advisor.advise(snapshot, JOB, RNG)
+        assert advice.placement is not None and advice.fallback and advice.policy == "slurm-default"
+        assert advice.reason == "raising failed (RuntimeError)"
+    assert advisor.errors == 3
+    assert caplog.text.count("policy raising failed") == 2  # the 1st and 2nd; then the 4th, 8th, ...
+    assert Advisor(Raising()).advise(snapshot, JOB, RNG).placement is None  # no fallback: no advice, no raise
+
+
+def test_self_check_refuses_a_policy_that_cannot_decide_and_passes_one_that_can():
+    from slurm_advisor.advisor import self_check
+
+    with pytest.raises(ValueError, match="fails on a probe job: RuntimeError"):
+        self_check(Raising())
+    with pytest.raises(ValueError, match="no valid placement"):
+        self_check(Fixed(None))
+    self_check(SlurmDefaultPolicy())

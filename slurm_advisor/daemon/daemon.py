@@ -31,7 +31,7 @@ from slurm_advisor.daemon.ready import ReadyAnswers
 from slurm_advisor.daemon.samples import live_sample
 from slurm_advisor.daemon.server import AdvisorServer, Dispatcher
 from slurm_advisor.daemon.service import AdviceService, job_from_request
-from slurm_advisor.daemon.state import DaemonState, ModelFollower, Refresher
+from slurm_advisor.daemon.state import DaemonState, ModelFollower, Refresher, load_policy
 from slurm_advisor.daemon.writer import BatchWriter, decision_writer
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
@@ -199,7 +199,8 @@ class Daemon:
                 "decisions_written": self.writer.written, "decisions_dropped": self.writer.dropped,
                 "decision_writer_restarts": self.writer.restarts,
                 "reports_written": self.reports.written, "reports_dropped": self.reports.dropped,
-                "outcomes_written": self.outcomes.written, **vars(self.state.counters),
+                "outcomes_written": self.outcomes.written, "policy_errors": self.service.advisor.errors,
+                **vars(self.state.counters),
                 **({} if self.ready is None else {"ready_published": self.ready.published,
                                                   "ready_unknown": self.ready.unknown})}
 
@@ -323,7 +324,8 @@ def build_daemon(config: DaemonConfig) -> Daemon:
     model = active_dir(config.models_dir) or config.model  # the promoted model, once retrain promoted one
     problem = None
     try:
-        policy = make_policy(config.policy, PolicyContext(model_dir=model))
+        policy = load_policy(config.policy, model) if config.policy in FROM_MODEL else \
+            make_policy(config.policy, PolicyContext(model_dir=model))
     except Exception as exc:  # any model that does not load, as the model follower treats a swap
         if config.policy not in FROM_MODEL:
             raise
@@ -342,7 +344,9 @@ def build_daemon(config: DaemonConfig) -> Daemon:
                             pins=not block_topology(show_config), default_partition=_default_partition(queue),
                             max_tasks=config.max_tasks)
     store = Store.open(config.db)
-    return Daemon(config, source, queue, service, store, _jobcomp(show_config))
+    daemon = Daemon(config, source, queue, service, store, _jobcomp(show_config))
+    daemon.state.counters.model_reload_failures += problem is not None
+    return daemon
 
 
 def _show_config(queue) -> str | None:

@@ -27,8 +27,10 @@ LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.
 REASON_CLASSES = (
     ("no_snapshot", re.compile(r"no cluster snapshot")),
     ("unmodelled_option", re.compile(r"unmodelled option")),
+    ("too_large", re.compile(r"\(max_tasks\)|more than the whole cluster holds")),
     ("cannot_start_now", re.compile(r"wait: the job")),
     ("policy_no_placement", re.compile(r"found no placement")),
+    ("policy_error", re.compile(r" failed \(")),
     ("policy_invalid", re.compile(r"invalid placement")),
     ("not_expressible", re.compile(r"cannot lay the advised nodes out")),
     ("partition", re.compile(r"partition")),
@@ -45,6 +47,7 @@ _STATE_COUNTERS = {
     "released": "Pinned or capped jobs the daemon released (after pin_bound_s, or when their nodes were taken).",
     "released_taken": "Of those, released at once because the nodes they were pinned to were taken.",
     "claims_unseen_dropped": "Claims dropped because Slurm never listed their job (rejected, cancelled at once).",
+    "model_reload_failures": "Models that did not load (at start: slurm-default serves; promoted: the current one kept).",
 }
 _WRITER_COUNTERS = {
     "decisions_written": ("writer", "written", "Decisions written to the store."),
@@ -129,6 +132,9 @@ class _DaemonCollector(Collector):
         for name, (writer, attribute, help_text) in _WRITER_COUNTERS.items():
             yield CounterMetricFamily(f"slurm_advisor_{name}", help_text,
                                       value=getattr(getattr(d, writer), attribute))
+        yield CounterMetricFamily("slurm_advisor_policy_errors", "Proposals the serving policy raised on "
+                                  "(the fallback answered them); since the model was loaded.",
+                                  value=d.service.advisor.errors)
         age = d.state.snapshot_age_s()
         yield GaugeMetricFamily("slurm_advisor_snapshot_age_seconds", "Age of the cluster snapshot (NaN: none yet).",
                                 value=float("nan") if age is None else age)

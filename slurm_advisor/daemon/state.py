@@ -40,7 +40,8 @@ class Counters:
     reports: int = 0
     reports_refused: int = 0
     model_reloads: int = 0          # promoted models picked up without a restart
-    model_reload_failures: int = 0  # promoted models that did not load (the current one kept)
+    model_reload_failures: int = 0  # models that did not load: at start (slurm-default serves) or
+    #                                 promoted later (the current one kept)
     ready_taken: int = 0            # decisions the hook took from the ready answers (no round trip)
     ready_refused: int = 0          # takes from a peer that may not ask for advice, or malformed
 
@@ -267,7 +268,17 @@ class ModelFollower:
 
 def _learned_advisor(model_dir: Path, policy: str = "learned"):
     from slurm_advisor.advisor import Advisor
-    from slurm_advisor.policies import PolicyContext, make_policy
     from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 
-    return Advisor(make_policy(policy, PolicyContext(model_dir=model_dir)), fallback=SlurmDefaultPolicy())
+    return Advisor(load_policy(policy, model_dir), fallback=SlurmDefaultPolicy())
+
+
+def load_policy(name: str, model_dir: Path | None):
+    """The policy ``name`` from ``model_dir``, tried once on a probe job before it serves
+    (``advisor.self_check``): any exception means the model is not served."""
+    from slurm_advisor.advisor import self_check
+    from slurm_advisor.policies import PolicyContext, make_policy
+
+    policy = make_policy(name, PolicyContext(model_dir=model_dir))
+    self_check(policy)
+    return policy

@@ -216,6 +216,9 @@ def _load_weights(net: torch.nn.Module, path: Path) -> None:
         if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
             raise InputError(f"{path}: cannot load weights: not a state_dict of tensors")
         net.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
+        broken = next((k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()), None)
+        if broken is not None:  # it loads, and every decision it makes would be noise
+            raise InputError(f"{path}: cannot load weights: {broken} holds NaN or infinite values")
     except (OSError, RuntimeError, pickle.UnpicklingError, EOFError) as e:
         said = str(e).splitlines() or [f"{type(e).__name__} (an empty or truncated file)"]
         raise InputError(f"{path}: cannot load weights: {said[0]}") from None

@@ -1,10 +1,12 @@
 """A corrupt or missing model never stops the advice: slurm-default serves, logged, shown in status."""
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import replace
 
 import pytest
+import torch
 
 from slurm_advisor.daemon.config import DaemonConfig
 from slurm_advisor.daemon.daemon import build_daemon
@@ -17,22 +19,43 @@ def _config(tmp_path, **changes) -> DaemonConfig:
                    models_dir=tmp_path / "models", **changes)
 
 
-@pytest.mark.parametrize("damage", ["meta not json", "policy missing", "policy empty", "policy truncated"])
+def _weights(directory, change) -> None:
+    path = directory / "policy.pt"
+    torch.save({k: change(k, v) for k, v in torch.load(path, weights_only=True).items()}, path)
+
+
+def _meta(directory, change) -> None:
+    meta = json.loads((directory / "meta.json").read_text())
+    change(meta)
+    (directory / "meta.json").write_text(json.dumps(meta))
+
+
+DAMAGES = {
+    "meta not json": lambda d: (d / "meta.json").write_text("{not json"),
+    "policy missing": lambda d: (d / "policy.pt").unlink(),
+    # an empty file once crashed the start with an IndexError (issue 39, item 8)
+    "policy empty": lambda d: (d / "policy.pt").write_bytes(b""),
+    "policy truncated": lambda d: (d / "policy.pt").write_bytes((d / "policy.pt").read_bytes()[:1000]),
+    "wrong schema: types": lambda d: _meta(d, lambda m: m.update(types="resnet50")),
+    "wrong schema: version": lambda d: _meta(d, lambda m: m.update(schema_version=-1)),
+    "wrong schema: hidden": lambda d: _meta(d, lambda m: m["hyper"].update(hidden=[7])),
+    "network of the wrong shape": lambda d: _weights(d, lambda k, v: torch.zeros(*(n + 1 for n in v.shape))),
+    "weights not finite": lambda d: _weights(d, lambda k, v: torch.full_like(v, float("nan"))
+                                             if v.is_floating_point() else v),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
 def test_a_broken_active_model_falls_back_to_slurm_default(tmp_path, caplog, damage):
     broken = tmp_path / "models" / "0123456789ab"
     shutil.copytree(DEFAULT_MODEL_DIR, broken)
-    if damage == "meta not json":
-        (broken / "meta.json").write_text("{not json")
-    elif damage == "policy missing":
-        (broken / "policy.pt").unlink()
-    else:  # an empty file once crashed the start with an IndexError (issue 39, item 8)
-        weights = (broken / "policy.pt").read_bytes()
-        (broken / "policy.pt").write_bytes(b"" if damage == "policy empty" else weights[:len(weights) // 2])
+    DAMAGES[damage](broken)
     point_active(tmp_path / "models", broken.name)
     daemon = build_daemon(_config(tmp_path))
     try:
         status = daemon.status()
         assert status["policy"] == "slurm-default" and status["model"] is None
+        assert status["model_reload_failures"] == 1
         assert "does not load" in status["model_problem"] and "serving slurm-default" in caplog.text
         reply = daemon.advise({"comment": "slurm-advisor: type=resnet50 ps=0 workers=2", "num_tasks": 2,
                                "tres_per_task": "gres:gpu:1", "user_id": 0})
@@ -69,5 +92,26 @@ def test_learned_fast_is_served_from_the_model_and_follows_promotions_as_learned
     daemon = build_daemon(_config(tmp_path, policy="learned-fast"))
     try:
         assert daemon.status()["policy"] == "slurm-default"  # a broken model: Slurm's own rule serves
+    finally:
+        daemon.stop()
+
+
+def test_a_model_that_loads_but_cannot_decide_is_not_served(tmp_path, monkeypatch, caplog):
+    """A policy that raises on a real job (here: any job) fails the probe at start: slurm-default."""
+    from slurm_advisor import policies
+
+    class Breaks:
+        name = "learned"
+
+        def place(self, snapshot, job, rng):
+            raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
+    made = policies.make_policy
+    monkeypatch.setattr(policies, "make_policy", lambda name, ctx: Breaks() if name == "learned" else made(name, ctx))
+    daemon = build_daemon(_config(tmp_path))
+    try:
+        status = daemon.status()
+        assert status["policy"] == "slurm-default" and "probe job" in status["model_problem"]
+        assert status["model_reload_failures"] == 1
     finally:
         daemon.stop()

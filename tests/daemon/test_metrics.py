@@ -57,7 +57,7 @@ def test_metrics_are_served_and_an_advise_moves_them(metered):
         assert name in before, name
     assert before["slurm_advisor_advice_latency_seconds_count"] == 0
     assert metered.advise(marked(workers=2))["action"] == "observe"  # slurm-default: Slurm's own choice
-    assert metered.advise(marked(workers=99))["action"] == "observe"  # fits nowhere: left to Slurm, stamped
+    assert metered.advise(marked(workers=3, gpus=5))["action"] == "observe"  # fits no node: left to Slurm, stamped
     after = scrape(port)
     assert after["slurm_advisor_requests_total"] == 2
     assert after["slurm_advisor_advice_latency_seconds_count"] == 2

@@ -271,5 +271,5 @@ def test_a_job_beyond_max_tasks_or_the_whole_cluster_is_left_to_slurm_with_its_r
             snapshot, marked(workers=workers), "advise")
         assert reply["action"] == "observe" and why in reply["reason"] and placement is None
         assert decision.reason == reply["reason"] and "nodes" not in reply
-    reply = service(max_tasks=6).advise(snapshot, marked(workers=6), "advise")[0]
-    assert reply["action"] == "place"  # at the bound: advised as ever
+    reply, _, _, placement = service(max_tasks=6).advise(snapshot, marked(workers=6), "advise")
+    assert placement is not None and "max_tasks" not in reply["reason"]  # at the bound: advised as ever
