@@ -59,15 +59,16 @@ class DaemonProcess:
             [sys.executable, "-m", "slurm_advisor.cli", "serve", "--source", "slurm", "--socket", str(SOCKET),
              "--db", str(db), "--refresh-s", env.pop("refresh", "0.5"), *args],
             env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                call(SOCKET, "health", timeout_s=1.0)
-                return
-            except DaemonUnavailable:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"daemon did not start: {self.proc.communicate()[1][-2000:]}") from None
-                time.sleep(0.1)
+        until(self._answers, 60, "the daemon's first health answer", every_s=0.1)
+
+    def _answers(self) -> bool:
+        try:
+            call(SOCKET, "health", timeout_s=1.0)
+            return True
+        except DaemonUnavailable:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon did not start: {self.proc.communicate()[1][-2000:]}") from None
+            return False
 
     def signal(self, signum: int) -> None:
         self.proc.send_signal(signum)
@@ -95,6 +96,13 @@ def daemons(hooked: None, tmp_path: Path) -> Iterator[list[DaemonProcess]]:
         d.stop()
 
 
+def refreshed(times: int = 2, timeout_s: float = 30.0) -> None:
+    """Until the test's daemon has done ``times`` more refreshes (its status counts them): what it
+    reads from Slurm then is newer than anything the test did before the call."""
+    first = call(SOCKET, "status")["refreshes"]
+    until(lambda: call(SOCKET, "status")["refreshes"] >= first + times, timeout_s, f"{times} refreshes")
+
+
 def start(daemons, tmp_path, *args, name="advisor.db", **env) -> DaemonProcess:
     d = DaemonProcess(tmp_path / name, *args, **env)
     daemons.append(d)
@@ -106,7 +114,7 @@ def test_an_advised_ps_job_runs_where_and_as_the_layout_says(slurm: Slurm, daemo
     start(daemons, tmp_path, "--policy", "spread")
     blocker = slurm.submit(["-n", "6", "-w", "n1"], 60)  # leaves n1 2 CPUs: the layout must not be trivial
     slurm.wait(blocker, lambda v: v.state == "RUNNING")
-    time.sleep(1.2)  # two refreshes: the daemon sees the blocker
+    refreshed()  # the daemon sees the blocker
     out = tmp_path / "roles"
     script = tmp_path / "roles.sh"
     script.write_text(ROLES_SCRIPT.format(python=sys.executable, out=out))
@@ -228,7 +236,7 @@ def test_no_job_field_reaches_a_shell(slurm: Slurm, daemons, tmp_path):
     job = run(["sbatch", "--parsable", "--hold", "-n", "4", "--output=/dev/null", f"--job-name={hostile}",
                "--comment", f"{hostile} {PS_JOB} {hostile}", "--wrap=true"]).strip()
     slurm.submitted.append(job)
-    time.sleep(1.5)  # a refresh or two: the daemon reads the queue with the job's fields in it
+    refreshed()  # the daemon reads the queue with the job's fields in it
     assert "AdminComment=slurm-advisor:d-" in run(["scontrol", "show", "job", job])  # it was advised
     assert not canary.exists()
 
@@ -243,7 +251,7 @@ def test_observe_mode_changes_nothing_slurm_schedules_by(slurm: Slurm, daemons, 
     assert stamp, info
     assert set(view.allocation) == {"n1"}  # Slurm's own choice: all four on the first node
     slurm.wait(job, lambda v: v.state == "COMPLETED", timeout_s=20)
-    time.sleep(1.5)  # a refresh or two: the daemon records the outcome
+    refreshed()  # the daemon records the outcome
     d.stop()
     (decision,) = d.decisions()
     assert decision.id == stamp.group(1) and decision.action == "observe" and decision.would
@@ -263,7 +271,7 @@ def test_a_job_pinned_to_nodes_taken_first_is_released_after_the_bound(slurm: Sl
     pinned = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=8", "-n", "8"], 30)
     assert "ReqNodeList=n[1-4]" in run(["scontrol", "show", "job", pinned])
     stale.signal(signal.SIGKILL)
-    time.sleep(2.0)
+    time.sleep(2.0)  # a time window, not an event: Slurm's scheduler passes several times and leaves it
     assert slurm.job(pinned).state == "PENDING"
     env = {**os.environ, "SLURM_ADVISOR_DB": str(stale.db)}
     out = subprocess.run([sys.executable, "-m", "slurm_advisor.cli", "release", "--older-than", "1"], env=env,
@@ -308,13 +316,6 @@ def _released_at(job: str, timeout_s: float) -> float:
     """When (monotonic) the daemon marked ``job`` released, polled every 50 ms."""
     until(lambda: ":released" in run(["scontrol", "show", "job", "-o", job]), timeout_s, f"job {job} released")
     return time.monotonic()
-
-
-def refreshed(times: int = 2, timeout_s: float = 30.0) -> None:
-    """Until the test's daemon has done ``times`` more refreshes (its status counts them): what it
-    reads from Slurm then is newer than anything the test did before the call."""
-    first = call(SOCKET, "status")["refreshes"]
-    until(lambda: call(SOCKET, "status")["refreshes"] >= first + times, timeout_s, f"{times} refreshes")
 
 
 def test_a_pin_from_a_stale_view_is_released_at_the_next_refresh_not_after_the_bound(slurm: Slurm, daemons,
@@ -406,7 +407,8 @@ def test_enforce_turns_a_hold_into_a_node_count_cap_that_is_released_after_the_b
             blockers = [slurm.submit(["-n", "4", "-w", n], 60) for n in ("n1", "n2", "n3", "n4")]
             for b in blockers:
                 slurm.wait(b, lambda v: v.state == "RUNNING")
-            time.sleep(1.2)
+            seen = daemon.state.counters.refreshes  # the daemon sees them: a refresh begun after this
+            until(lambda: daemon.state.counters.refreshes >= seen + 2, 30, "two refreshes")
             job = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=6", "-n", "6"], 5)
             info = run(["scontrol", "show", "job", job])
             assert "NumNodes=1-1" in info or re.search(r"NumNodes=1 ", info), info
@@ -424,7 +426,7 @@ def _busy_small_partition(slurm: Slurm) -> None:
     blockers = [slurm.submit(["-n", "1", "--gpus-per-task=2", "-w", n], 60) for n in ("n1", "n2")]
     for b in blockers:
         slurm.wait(b, lambda v: v.state == "RUNNING")
-    time.sleep(1.2)
+    refreshed()  # the daemon sees them
 
 
 def test_a_job_is_pinned_only_to_nodes_of_its_partition(slurm: Slurm, daemons, tmp_path):
@@ -457,11 +459,11 @@ def test_slurms_own_choice_is_left_to_slurm_and_recorded(slurm: Slurm, daemons, 
     stamp = re.search(r"AdminComment=slurm-advisor:(d-[0-9a-f]{12}):observed\b", info)
     assert stamp and re.search(r"ReqNodeList=\(null\)", info), info
     assert {n: r.gpus for n, r in view.allocation.items()} == {"n1": 2, "n2": 2}
-    time.sleep(1.5)  # a refresh or two: the claim ends as the job shows up running
+    refreshed()  # the claim ends as the job shows up running
     status = call(SOCKET, "status")
     assert (status["slurms_choice"], status["placed"], status["claims"]) == (1, 0, 0)
     slurm.wait(job, lambda v: v.state == "COMPLETED", timeout_s=20)
-    time.sleep(1.5)
+    refreshed()  # the daemon records the outcome
     d.stop()
     (decision,) = d.decisions()
     assert (decision.id, decision.mode, decision.action) == (stamp.group(1), "advise", "observe")

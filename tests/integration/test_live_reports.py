@@ -7,12 +7,11 @@ process and fixtures this file uses.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from slurmctl import Slurm, run
-from test_live_path import ROOT, SOCKET, daemons, hooked, start  # noqa: F401 -- fixtures used below
+from test_live_path import ROOT, SOCKET, daemons, hooked, refreshed, start  # noqa: F401 -- fixtures used below
 
 from slurm_advisor.store import Store
 
@@ -44,7 +43,7 @@ def test_a_report_from_inside_a_job_becomes_a_live_sample_and_its_outcome_is_rec
     view = slurm.wait(job, lambda v: v.state == "COMPLETED", timeout_s=60, what="COMPLETED")
     text = out.read_text()
     assert "reported" in text and "not reported" not in text, text
-    time.sleep(1.5)  # a few refreshes: the daemon sees the job ended
+    refreshed()  # the daemon sees the job ended
     d.stop()
     with Store.open(str(d.db), create=False) as store:
         (decision,) = store.load_decisions()
