@@ -3,12 +3,12 @@ restart, over many trials (issue 39: 0 acknowledged decisions or reports lost ov
 
 Each trial (tests/daemon/kill_trials.py) starts a daemon process over a SQLite store, runs
 clients that ask for advice (a connection each, as the hook) and send speed reports, kills the
-daemon with SIGKILL after a random number of acknowledged requests (20-800), starts a daemon on
+daemon with SIGKILL after a random number of acknowledged requests (20 to ``--most``), starts a daemon on
 the same store and spool and stops it, then looks every acknowledged decision id and report up
 in the store. ``--no-spool`` runs the same with the spool unusable (the daemons acknowledge from
 memory, as before the spool existed): what the spool saves.
 
-    python benchmarks/kill_durability.py [--trials 20] [--clients 4] [--seed 39] [--no-spool]
+    python benchmarks/kill_durability.py [--trials 20] [--clients 4] [--seed 39] [--most 800] [--no-spool]
 
 Columns: the kill's moment (acknowledged requests), decisions and reports acknowledged, those lost
 (not stored after the restart), reports stored twice, spool files left after the clean stop.
@@ -33,6 +33,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--seed", type=int, default=39)
+    ap.add_argument("--most", type=int, default=800, help="the kill comes after 20 to this many acknowledged requests")
     ap.add_argument("--no-spool", action="store_true", help="the spool unusable: acknowledged from memory")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -45,7 +46,7 @@ def main() -> None:
         for n in range(args.trials):
             work = Path(root) / f"trial{n}"
             work.mkdir()
-            t = run_trial(work, rng, clients=args.clients, spool=not args.no_spool)
+            t = run_trial(work, rng, clients=args.clients, most=args.most, spool=not args.no_spool)
             trials.append(t)
             print(f"{n:>5} {t.kill_after:>7} {t.decisions_acked:>9} {t.decisions_lost:>8} {t.reports_acked:>9} "
                   f"{t.reports_lost:>8} {t.reports_doubled:>9} {t.spool_files_left:>10} {t.seconds:>5.1f}", flush=True)
@@ -59,7 +60,7 @@ def main() -> None:
     print(f"target: 0 acknowledged decisions or reports lost over {args.trials} trials -> "
           f"{'met' if lost == 0 else f'NOT met ({lost})'}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"spool": not args.no_spool, "seed": args.seed, "clients": args.clients,
+    out.write_text(json.dumps({"spool": not args.no_spool, "seed": args.seed, "clients": args.clients, "most": args.most,
                                "totals": total, "trials": [asdict(t) for t in trials]}, indent=2))
     print(f"wrote {out}")
 

@@ -135,7 +135,7 @@ class Daemon:
 
     def _decided(self, reply: dict[str, Any], decision: Decision) -> None:
         self._remember(decision)
-        self.writer.put(decision)
+        self.writer.put(decision)  # on the spool, on disk, before the reply leaves: "acknowledged"
         counters = self.state.counters
         counters.decisions += 1
         counters.placed += reply["action"] == "place"

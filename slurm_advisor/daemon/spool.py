@@ -104,7 +104,8 @@ class Spool:
 
     @property
     def is_open(self) -> bool:
-        return self._fd is not None
+        """Opened and not closed (its lock held)."""
+        return self._lock_fd is not None
 
     def open(self) -> bool:
         """Take the directory's lock for ``name`` and start a new file; False (logged) if not."""
@@ -126,18 +127,18 @@ class Spool:
     def append(self, data: bytes) -> bool:
         """``data`` (whole lines) with one write; True once the kernel has it."""
         with self._mutex:
-            if self._fd is None or (self._full_until and not self._room()):
+            if not self._writable():
                 return self._failed(None)
             try:
                 written = os.write(self._fd, data)
-                if written != len(data):  # a short write (disk full): the tail is a damaged line
-                    raise OSError(f"short write ({written} of {len(data)} bytes)")
-                self._size += written
-                self._dirty = True
-                if self._size >= self.rotate_bytes:
-                    self._rotate()
             except OSError as exc:
                 return self._failed(exc)
+            self._size += written
+            self._dirty = True
+            if written != len(data) or self._size >= self.rotate_bytes:
+                self._rotate()  # a line cut short (disk full) must not be extended by the next one
+            if written != len(data):
+                return self._failed(OSError(f"short write ({written} of {len(data)} bytes)"))
             self.appended += data.count(b"\n")
         return True
 
@@ -151,7 +152,7 @@ class Spool:
                 self._unsynced.append(self._fd)
                 self._fd = None
             self._sync_rotated()
-        self._release_lock()
+            self._release_lock()  # under the mutex: an append after this fails, it opens nothing
 
     def _start_file(self) -> None:
         self._seq += 1
@@ -160,10 +161,25 @@ class Spool:
         self._size = 0
         self._dirty = self._new_file = True  # the directory entry too: the syncer fsyncs the directory
 
+    def _writable(self) -> bool:
+        """Whether an append may go to disk: open, not full, a file to write to."""
+        if self._lock_fd is None or (self._full_until and not self._room()):
+            return False  # not opened, closed, or full
+        if self._fd is None:  # the last rotation could not create its file: try again
+            try:
+                self._start_file()
+            except OSError:
+                return False
+        return True
+
     def _rotate(self) -> None:
         self._unsynced.append(self._fd)
         self._fd = None
-        self._start_file()
+        try:
+            self._start_file()
+        except OSError as exc:  # the next append tries again
+            log.error("spool %s: cannot start a new file: %s", self.name, exc)
+            return
         if self._spooled_bytes() > self.max_bytes:
             log.error("spool %s holds over %d MiB the store has not taken: new %ss are kept in "
                       "memory until it drains", self.name, self.max_bytes >> 20, self.name)
@@ -358,6 +374,8 @@ class SpoolChannel:
         return self.appender.open()
 
     def put(self, item: object) -> bool:
+        if not self.appender.is_open:  # counted and logged as a failure; no time spent encoding
+            return self.appender.append(b"")
         try:
             line = self.encode(item)
         except (TypeError, ValueError) as exc:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import threading
 
+from slurm_advisor.daemon.batches import BatchWriter
 from slurm_advisor.daemon.spool import Spool, SpoolChannel, SpoolReader
-from slurm_advisor.daemon.writer import BatchWriter
 
 
 def line(i: int) -> bytes:
@@ -122,3 +122,14 @@ def test_a_spooled_writer_writes_every_item_and_leaves_no_file(tmp_path):
     writer.stop()
     assert written == list(range(300)) and (writer.written, writer.spooled, writer.spool_failed) == (300, 300, 0)
     assert spool_files(tmp_path) == []
+
+
+def test_a_disk_that_fills_up_mid_run_fails_the_append_not_the_caller(tmp_path, caplog):
+    spool = Spool(tmp_path, "thing", rotate_bytes=5)  # a new file after each record
+    assert spool.open()
+    (tmp_path / "thing-0000000002.spool").symlink_to("/dev/full")  # the next file: every write ENOSPC
+    assert spool.append(line(1))  # fills the first file: the spool moves on to the full one
+    assert [spool.append(line(i)) for i in range(2, 5)] == [False] * 3
+    assert (spool.appended, spool.failed) == (1, 3)
+    assert caplog.text.count("not written to disk") == 1 and "No space left" in caplog.text
+    spool.close()
