@@ -32,7 +32,11 @@ class BatchWriter:
     """Items queued by ``put`` (never blocking) and written ``write(batch) -> count`` in batches of
     up to 500, one transaction each; a batch takes what arrives within ``gather_s`` of its first
     item. A batch that fails is written item by item, so one bad row
-    costs only itself; ``write`` None (no store) drops nothing and writes nothing."""
+    costs only itself; ``write`` None (no store) drops nothing and writes nothing.
+
+    With a ``spool``, ``put`` appends the item there (on disk when ``put`` returns) and the queue
+    only wakes the thread, which reads the spool back — at its start what a killed run left too —
+    and writes it with ``write_spooled`` (which must skip what the store has: a replay)."""
 
     def __init__(self, write: Callable[[list[Any]], int] | None, *, what: str,
                  describe: Callable[[Any], str] = repr, gather_s: float = GATHER_S,

@@ -287,10 +287,13 @@ def write_decisions(url: str, log_path: Path | None, pipe: Any, counts: Any, rec
     try:
         store = Store.attach(url)
     except InputError as exc:
-        log.error("the decision writer cannot open the store: %s; decisions go to the log only", exc)
+        log.error("the decision writer cannot open the store: %s; decisions go to the log only "
+                  "(those on the spool stay there for the next start)", exc)
         store = None
+    # Without a store the spool is left alone: draining it would drop what was acknowledged.
+    reader = None if spool is None or store is None else SpoolReader(*spool)
     try:
-        _ChildBatches(store, log_path, counts, None if spool is None else SpoolReader(*spool)).run(pipe, poll_s)
+        _ChildBatches(store, log_path, counts, reader).run(pipe, poll_s)
     finally:
         if store is not None:
             store.close()

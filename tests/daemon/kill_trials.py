@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ from daemon_helpers import make_daemon, marked
 from test_reports import ListedQueue
 
 from slurm_advisor.daemon.client import Client, DaemonUnavailable
+from slurm_advisor.store import Store
 
 HERE = Path(__file__).resolve().parent
 JOBS = {"101": 0, "102": 0, "103": 0, "104": 0}  # running, owned by root: reports are accepted
@@ -36,8 +36,7 @@ from daemon_helpers import make_daemon
 from test_reports import ListedQueue
 from slurm_advisor.daemon.server import AdvisorServer
 
-daemon = make_daemon(Path({work!r}), queue=ListedQueue({jobs!r}),
-                     **{{key: Path(value) for key, value in {config!r}.items()}})
+daemon = make_daemon(Path({work!r}), queue=ListedQueue({jobs!r}), spool_dir=Path({spool_dir!r}), **{db!r})
 daemon.start()
 server = AdvisorServer(daemon.config.socket, daemon.dispatcher(), 2.0)
 print("ready", flush=True)
@@ -101,17 +100,19 @@ class _Burst:
             pass
 
 
-def run_trial(work: Path, rng: random.Random, *, clients: int = 4, most: int = 800, spool: bool = True) -> Trial:
-    """One trial in the empty directory ``work``. ``spool`` False: a spool directory that cannot
-    be made (under a regular file), so the daemons acknowledge from memory as before the spool."""
+def run_trial(work: Path, rng: random.Random, *, clients: int = 4, most: int = 800, spool: bool = True,
+              db: str | None = None) -> Trial:
+    """One trial in the empty directory ``work``, over a SQLite store there or the empty database
+    ``db``. ``spool`` False: a spool directory that cannot be made (under a regular file), so the
+    daemons acknowledge from memory as before the spool."""
     started = time.monotonic()
     kill_after = rng.randint(20, most)
-    config = {}
     if not spool:
         (work / "a-file").write_text("")
-        config["spool_dir"] = work / "a-file" / "spool"
+    spool_dir = work / "a-file" / "spool" if not spool else work / "spool" if db else work / "advisor.db.spool"
+    store = {"db": db} if db else {}
     proc = subprocess.Popen([sys.executable, "-c", DAEMON.format(here=str(HERE), work=str(work), jobs=JOBS,
-                                                                 config={k: str(v) for k, v in config.items()})],
+                                                                 spool_dir=str(spool_dir), db=store)],
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
@@ -129,15 +130,15 @@ def run_trial(work: Path, rng: random.Random, *, clients: int = 4, most: int = 8
         thread.join(timeout=10)
     # The next daemon on the same store and spool: it replays at its start, writes all at its stop.
     (work / "advisor.sock").unlink(missing_ok=True)
-    daemon = make_daemon(work, queue=ListedQueue(JOBS), **config)
+    daemon = make_daemon(work, queue=ListedQueue(JOBS), spool_dir=spool_dir, **store)
     daemon.start()
     daemon.stop()
-    with sqlite3.connect(work / "advisor.db") as con:
-        stored_ids = {row[0] for row in con.execute("SELECT id FROM decisions")}
-        stored = Counter((row[0], row[1]) for row in con.execute("SELECT job_id, iterations FROM reports"))
+    with Store.open(db or str(work / "advisor.db")) as store:
+        stored_ids = {d.id for d in store.load_decisions()}
+        stored = Counter((r.job_id, r.iterations) for r in store.load_reports())
     return Trial(kill_after, len(burst.decisions), len(burst.reports),
                  decisions_lost=sum(d not in stored_ids for d in burst.decisions),
                  reports_lost=sum(stored[r] == 0 for r in burst.reports),
                  reports_doubled=sum(stored[r] > 1 for r in burst.reports),
-                 spool_files_left=len(list((work / "advisor.db.spool").glob("*.spool"))),
+                 spool_files_left=len(list(spool_dir.glob("*.spool"))),
                  seconds=time.monotonic() - started)
