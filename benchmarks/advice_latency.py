@@ -10,7 +10,7 @@ mixes' jobs as the hook sends them (``loop.hook``: uniform per-task demand, memo
 last 1 s, so the load stays near its level instead of filling up with promised capacity.
 
     python benchmarks/advice_latency.py [--sizes 16,1000,10000] [--requests 500] [--seconds 5]
-                                        [--hook-calls 300]
+                                        [--hook-calls 300] [--no-spool]
 
 ``--hook-calls N`` also runs the real hooks/job_submit.lua (under lua5.1 with the tests' mocked
 ``slurm``, tests/hooks/lua/driver.lua: one Lua state, as in slurmctld) N times against the same
@@ -76,8 +76,10 @@ class LoadedSource:
         return self._snapshot
 
 
-def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path):
-    """The daemon as the benchmark runs it (not started): (daemon, its service, its advisor)."""
+def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path, spool: bool = True):
+    """The daemon as the benchmark runs it (not started): (daemon, its service, its advisor).
+    ``spool`` False: its spool directory cannot be made, so decisions are acknowledged from memory
+    as before the spool (daemon/spool.py) — the spool's cost, measured on one machine."""
     from slurm_advisor.advisor import Advisor
     from slurm_advisor.daemon.config import DaemonConfig
     from slurm_advisor.daemon.daemon import Daemon, model_version
@@ -90,16 +92,19 @@ def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path):
 
     snapshot = loaded_snapshot(make_cluster(nodes))
     config = replace(DaemonConfig(), socket=socket_path, db=str(db), claim_ttl_s=1.0, refresh_s=1.0)
+    if not spool:
+        (socket_path.parent / "no-spool").write_text("")
+        config = replace(config, spool_dir=socket_path.parent / "no-spool" / "spool")
     advisor = Advisor(make_policy(policy), fallback=SlurmDefaultPolicy() if policy == "learned" else None)
     service = AdviceService(advisor, express, model_version=model_version(None) if policy == "learned" else None,
                             has_switches=True)
     return Daemon(config, LoadedSource(snapshot), NoQueue(), service, Store.open(str(db))), service, advisor
 
 
-def serve(nodes: int, policy: str, socket_path: Path, db: Path) -> None:
+def serve(nodes: int, policy: str, socket_path: Path, db: Path, spool: bool = True) -> None:
     from slurm_advisor.daemon.server import AdvisorServer
 
-    daemon, _, _ = build_daemon(nodes, policy, socket_path, db)
+    daemon, _, _ = build_daemon(nodes, policy, socket_path, db, spool)
     server = AdvisorServer(socket_path, daemon.dispatcher(), 2.0, taken=daemon.ready is not None)
     daemon.start()
     # As `serve` stops: the loop ends, then the daemon (its decision writer process included).
@@ -284,11 +289,13 @@ def hook_calls(path: Path, requests: list[dict], calls: int) -> list[float]:
     return json.loads(proc.stdout)["times_ms"]
 
 
-def measure(nodes: int, policy: str, n_requests: int, seconds: float, n_hook_calls: int = 0) -> dict:
+def measure(nodes: int, policy: str, n_requests: int, seconds: float, n_hook_calls: int = 0,
+            spool: bool = True) -> dict:
     with tempfile.TemporaryDirectory(prefix="advice-bench-") as tmp:
         sock, db = Path(tmp) / "advisor.sock", Path(tmp) / "advisor.db"
         child = subprocess.Popen([sys.executable, __file__, "--serve", str(nodes), "--policy", policy,
-                                  "--socket", str(sock), "--db", str(db)], stdout=subprocess.PIPE, text=True)
+                                  "--socket", str(sock), "--db", str(db), *([] if spool else ["--no-spool"])],
+                                 stdout=subprocess.PIPE, text=True)
         try:
             running = int(child.stdout.readline().split()[1])
             requests = [hook_fields(j, 1000 + i) for i, j in enumerate(job_stream(n_requests, 11_000 + nodes))]
@@ -303,7 +310,7 @@ def measure(nodes: int, policy: str, n_requests: int, seconds: float, n_hook_cal
             child.send_signal(signal.SIGTERM)
             child.wait(timeout=30)
     ms = np.array(times) * 1e3
-    return {"nodes": nodes, "policy": policy, "running": running, "requests": n_requests,
+    return {"nodes": nodes, "policy": policy, "running": running, "requests": n_requests, "spool": spool,
             "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max()),
             "placed_share": placed / n_requests, "per_s_1_client": one, "per_s_2_clients": two,
             **({"hook_p50_ms": float(np.percentile(hook, 50)), "hook_p99_ms": float(np.percentile(hook, 99)),
@@ -323,9 +330,11 @@ def main(argv=None) -> int:
     ap.add_argument("--policy", help=argparse.SUPPRESS)
     ap.add_argument("--socket", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--db", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--no-spool", action="store_true",
+                    help="acknowledge from memory, as before the spool: its cost, on the same machine")
     args = ap.parse_args(argv)
     if args.serve:
-        serve(args.serve, args.policy, args.socket, args.db)
+        serve(args.serve, args.policy, args.socket, args.db, not args.no_spool)
         return 0
     if args.breakdown:
         rows = [breakdown(int(n), policy, args.requests) for n in args.sizes.split(",")
@@ -342,7 +351,7 @@ def main(argv=None) -> int:
     for n in (int(s) for s in args.sizes.split(",")):
         for policy in args.policies.split(","):
             try:
-                row = measure(n, policy, args.requests, args.seconds, args.hook_calls)
+                row = measure(n, policy, args.requests, args.seconds, args.hook_calls, not args.no_spool)
             except DaemonUnavailable as exc:
                 print(f"{n:>6} {policy}: daemon failed: {exc}")
                 return 1

@@ -44,6 +44,8 @@ class DaemonConfig:
     metrics_port: int = 0                     # Prometheus metrics on this HTTP port; 0: off
     metrics_address: str = "127.0.0.1"        # where the metrics port listens
     decision_log: Path | None = None          # JSONL: one line per decision, appended; None: off
+    spool_dir: Path | None = None             # decisions and reports on disk before they are acknowledged;
+    #                                           None: beside a SQLite file (<db>.spool), else /var/lib/slurm-advisor/spool
     report_port: int = 0                      # TCP port for MUNGE-signed speed reports from other hosts; 0: off
     report_listen: str = "0.0.0.0"            # where the report port listens (jobs: SLURM_ADVISOR_REPORT_ADDRESS)
     ready_keys: int = 8                       # repeat requests answered ahead (<socket>.ready); 0: off
@@ -72,7 +74,8 @@ class DaemonConfig:
 
 
 _FIELDS = {f.name: f for f in fields(DaemonConfig)}
-_PATHS = {"socket", "cluster", "model", "models_dir", "slurm_conf", "log_file", "decision_log", "munge_socket"}
+_PATHS = {"socket", "cluster", "model", "models_dir", "slurm_conf", "log_file", "decision_log", "munge_socket",
+          "spool_dir"}
 _FLOATS = {n for n, f in _FIELDS.items() if f.type == "float"}
 _INTS = {n for n, f in _FIELDS.items() if f.type == "int"}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import math
 import pwd
 import re
 import signal
@@ -19,6 +20,7 @@ from typing import Any
 
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.cluster.base import ClusterSource
+from slurm_advisor.daemon.batches import BatchWriter, report_line, report_of_line
 from slurm_advisor.daemon.claims import Claims
 from slurm_advisor.daemon.config import DaemonConfig
 from slurm_advisor.daemon.gc_pauses import FrozenHeap
@@ -31,8 +33,9 @@ from slurm_advisor.daemon.ready import ReadyAnswers
 from slurm_advisor.daemon.samples import live_sample
 from slurm_advisor.daemon.server import AdvisorServer, Dispatcher
 from slurm_advisor.daemon.service import AdviceService, job_from_request
+from slurm_advisor.daemon.spool import SpoolChannel
 from slurm_advisor.daemon.state import DaemonState, ModelFollower, Refresher, load_policy
-from slurm_advisor.daemon.writer import BatchWriter, decision_writer
+from slurm_advisor.daemon.writer import decision_writer
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
 from slurm_advisor.domain.report import SpeedReport
@@ -44,6 +47,7 @@ log = logging.getLogger("slurm_advisor.daemon")
 _PACKAGED_MODEL = Path(__file__).resolve().parent.parent / "data" / "model"  # as learned.checkpoint
 _RECENT = 10_000  # decisions kept in memory for unpinning (the user's node counts, what a pin needs) and reports
 _SWITCH_INTERVAL_S = 0.0005  # the GIL's switch interval while serving (see start)
+_SERVER_SPOOL = Path("/var/lib/slurm-advisor/spool")  # the spool of a PostgreSQL store, by default
 _TRACKED = 100_000  # advised jobs whose last recorded state is remembered (an outcome per change)
 
 
@@ -54,9 +58,13 @@ class Daemon:
         self.source = source
         self.service = service
         self.state = DaemonState(config.mode, Claims(config.claim_ttl_s))
-        self.writer = decision_writer(store, config.decision_log)
+        # Acknowledged means on disk: the spool's files, drained by the writers (daemon/spool.py).
+        spool = spool_directory(config, store)
+        self.writer = decision_writer(store, config.decision_log, spool)
         self.reports = BatchWriter(None if store is None else self._write_reports, what="report",
-                                   describe=lambda item: f"of job {item[0].job_id}")
+                                   describe=lambda item: f"of job {item[0].job_id}",
+                                   spool=None if spool is None else SpoolChannel(spool, "report", report_line,
+                                                                                 report_of_line))
         self.outcomes = BatchWriter(None if store is None else store.record_outcomes, what="outcome",
                                     describe=lambda o: f"of job {o.job_id}")
         self.store = store
@@ -78,6 +86,7 @@ class Daemon:
         self._recent_lock = threading.Lock()
         self._tracked: dict[str, tuple[str, float, float]] = {}  # job id -> (state, start, end) recorded
         self._open: dict[str, str | None] = {}  # advised jobs not seen to end: job id -> decision id
+        self._last_received = 0.0  # reports' receipt times, strictly increasing: a report's key in the store
         self.jobcomp = jobcomp
         self.metrics = DaemonMetrics(self) if config.metrics_port else None
 
@@ -126,7 +135,7 @@ class Daemon:
 
     def _decided(self, reply: dict[str, Any], decision: Decision) -> None:
         self._remember(decision)
-        self.writer.put(decision)
+        self.writer.put(decision)  # on the spool, on disk, before the reply leaves: "acknowledged"
         counters = self.state.counters
         counters.decisions += 1
         counters.placed += reply["action"] == "place"
@@ -169,7 +178,7 @@ class Daemon:
         except ProtocolError:
             self.state.counters.reports_refused += 1
             raise
-        now = time.time()
+        now = self._last_received = max(time.time(), math.nextafter(self._last_received, math.inf))
         self.reports.put((SpeedReport(parsed.job_id, uid, parsed.iterations, parsed.seconds, now, decision, now),
                           self.state.latest()))
         return {"ok": True}
@@ -199,6 +208,9 @@ class Daemon:
                 "decisions_written": self.writer.written, "decisions_dropped": self.writer.dropped,
                 "decision_writer_restarts": self.writer.restarts,
                 "reports_written": self.reports.written, "reports_dropped": self.reports.dropped,
+                **{f"{what}_{count}": getattr(writer, count) for what, writer in
+                   (("decisions", self.writer), ("reports", self.reports))
+                   for count in ("spooled", "spool_failed", "spool_damaged")},
                 "outcomes_written": self.outcomes.written, "policy_errors": self.service.advisor.errors,
                 **vars(self.state.counters),
                 **({} if self.ready is None else {"ready_published": self.ready.published,
@@ -265,10 +277,12 @@ class Daemon:
         return (found.request.get("min_nodes"), found.request.get("max_nodes")) if found else (None, None)
 
     def _write_reports(self, batch: list[tuple[SpeedReport, Any]]) -> int:
-        """The writer thread's work: each report with the live sample built from it (or none)."""
-        pairs = [(r, live_sample(snapshot, r.job_id, r.window_end, r.speed, self._decision(r.decision_id)))
+        """The writer thread's work: each report with the live sample built from it (or none).
+        A report read back from the spool has no snapshot with it: it gets the latest."""
+        pairs = [(r, live_sample(snapshot or self.state.latest(), r.job_id, r.window_end, r.speed,
+                                 self._decision(r.decision_id)))
                  for r, snapshot in batch]
-        return self.store.record_reports(pairs)
+        return self.store.record_reports(pairs, skip_stored=True)  # a replayed spool holds some stored
 
     def _track_outcomes(self, advised: list[AdvisedJob]) -> None:
         """The refresher's hook: an outcome row per advised job, updated whenever Slurm's view changes."""
@@ -290,6 +304,17 @@ class Daemon:
             for outcome in self.jobcomp.ended(self._open):
                 self._open.pop(outcome.job_id, None)
                 self.outcomes.put(outcome)
+
+
+def spool_directory(config: DaemonConfig, store: Store | None) -> Path | None:
+    """Where the spool lives: none without a store that outlives the process (none, or SQLite
+    in memory); the configured directory; beside a SQLite file; else under /var/lib."""
+    if store is None or store.url_for_another_process() is None:
+        return None
+    if config.spool_dir is not None:
+        return config.spool_dir
+    db = store.sqlite_file()
+    return _SERVER_SPOOL if db is None else db.with_name(db.name + ".spool")
 
 
 def _uids(user: str) -> frozenset[int]:

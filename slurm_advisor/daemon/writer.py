@@ -6,141 +6,53 @@ child process (:func:`decision_writer`): a writer thread shares the GIL with the
 and while it encoded and inserted a batch every request in flight ran at half speed (at 1,000
 nodes the round trip's p99 was 6.5-15.6 ms with the thread, 2.7-3.3 ms with the child:
 benchmarks/advice_latency.py, README "The live path"). The child has the second core to
-itself; the request loop only appends to a deque.
+itself; the request loop only appends each decision to the spool (one write: daemon/spool.py),
+which the child drains — or, where the spool cannot take it, to a deque shipped to the child.
+The thread writers are in daemon/batches.py.
 """
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import logging.handlers
 import multiprocessing
-import queue
 import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from slurm_advisor.domain.codec import decision_to_dict
+from slurm_advisor.daemon.batches import (
+    BACKLOG,
+    BATCH,
+    GATHER_S,
+    BatchWriter,
+    DecisionBatches,
+    decision_line,
+    decision_of_line,
+)
+from slurm_advisor.daemon.spool import SpoolChannel, SpoolReader
 from slurm_advisor.errors import InputError
 from slurm_advisor.store import Store
 
 log = logging.getLogger("slurm_advisor.daemon")
-_FLUSH_S = 0.5
-_GATHER_S = 0.05  # a batch takes what arrives this long after its first item: one commit, not one each
-_BATCH = 500
-_BACKLOG = 100_000  # beyond this (a database down for long) items are dropped and counted
 _PICKLE_AT_MOST = 20  # decisions per message to the decision writer process (~0.1 ms to pickle)
 _CHILD_STOP_S = 20.0  # the decision writer's time to write what is queued at the stop (systemd waits 30 s)
+_COUNTS = 6  # numbers the decision writer process publishes (ProcessDecisionWriter.__init__)
 
 
-class BatchWriter:
-    """Items queued by ``put`` (never blocking) and written ``write(batch) -> count`` in batches of
-    up to 500, one transaction each; a batch takes what arrives within ``gather_s`` of its first
-    item. A batch that fails is written item by item, so one bad row
-    costs only itself; ``write`` None (no store) drops nothing and writes nothing."""
-
-    def __init__(self, write: Callable[[list[Any]], int] | None, *, what: str,
-                 describe: Callable[[Any], str] = repr, gather_s: float = _GATHER_S):
-        self.write, self.what, self.describe = write, what, describe
-        self.gather_s = gather_s
-        self.written = 0
-        self.dropped = 0
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=_BACKLOG)
-        self._thread = threading.Thread(target=self._run, name=f"{what}-writer", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def put(self, item: Any) -> None:
-        try:
-            self._queue.put_nowait(item)
-        except queue.Full:
-            self.dropped += 1
-
-    def stop(self) -> None:
-        """Write what is queued, then end the thread."""
-        if self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            batch: list[Any] = []
-            try:
-                item = self._queue.get(timeout=_FLUSH_S)
-                closes = time.monotonic() + self.gather_s
-                while item is not None:
-                    batch.append(item)
-                    if len(batch) >= _BATCH:  # full: write it; the next item waits for the next batch
-                        break
-                    item = self._queue.get(timeout=max(0.0, closes - time.monotonic()))
-                stopping = item is None
-            except queue.Empty:
-                pass
-            if batch:
-                self._taken(batch)
-            self._write(batch)
-
-    def _taken(self, batch: list[Any]) -> None:
-        """Called once per batch, before the store write (subclasses: a copy elsewhere)."""
-
-    def _write(self, batch: list[Any]) -> None:
-        if not batch or self.write is None:
-            return
-        try:
-            self.written += self.write(batch)
-        except InputError as exc:  # the store's one-line form of any database failure
-            if len(batch) == 1:
-                self.dropped += 1
-                log.error("dropped %s %s: %s", self.what, self.describe(batch[0]), exc)
-                return
-            # One bad row (say, a decision id seen before a clock step back) must not cost the
-            # batch: write them one by one.
-            log.warning("writing %d %ss one by one: %s", len(batch), self.what, exc)
-            for item in batch:
-                self._write([item])
-        except Exception:  # a bug costs the batch, never the writer thread
-            self.dropped += len(batch)
-            log.exception("dropped %d %ss", len(batch), self.what)
-
-
-class DecisionBatches(BatchWriter):
-    """Decisions to the store and, when ``log`` names a file, one JSON line each appended to it
-    (``codec.decision_to_dict``; opened per batch, so a rotated log is followed)."""
-
-    def __init__(self, store: Store | None, log: Path | None = None):
-        super().__init__(None if store is None else store.record_decisions, what="decision",
-                         describe=lambda d: d.id)
-        self.log_path = log
-        self.logged = 0
-        self.log_errors = 0
-        self.restarts = 0  # a thread is never replaced (the process writer's count)
-
-    def _taken(self, batch: list[Any]) -> None:
-        if self.log_path is None:
-            return
-        try:
-            lines = "".join(json.dumps(decision_to_dict(d), separators=(",", ":")) + "\n" for d in batch)
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            with self.log_path.open("a", encoding="utf-8") as out:
-                out.write(lines)
-        except (OSError, TypeError, ValueError) as exc:  # the log is a copy: never stop the writer
-            self.log_errors += len(batch)
-            log.error("decision log %s: %d decisions not logged: %s", self.log_path, len(batch), exc)
-            return
-        self.logged += len(batch)
-
-
-def decision_writer(store: Store | None, log: Path | None = None) -> DecisionBatches | ProcessDecisionWriter:
-    """The daemon's decision writer: a child process for a store another process can open; a
-    thread, as reports have, for SQLite in memory (only this process's pool sees it) or no store."""
+def decision_writer(store: Store | None, log: Path | None = None,
+                    spool: Path | None = None) -> DecisionBatches | ProcessDecisionWriter:
+    """The daemon's decision writer: a child process for a store another process can open,
+    draining the spool in directory ``spool`` when given; a thread, as before the spool, for
+    SQLite in memory (only this process's pool sees it: nothing to keep across a restart) or no
+    store."""
     url = None if store is None else store.url_for_another_process()
-    return DecisionBatches(store, log) if url is None else ProcessDecisionWriter(url, log)
+    if url is None:
+        return DecisionBatches(store, log)
+    channel = None if spool is None else SpoolChannel(spool, "decision", decision_line, decision_of_line)
+    return ProcessDecisionWriter(url, log, spool=channel)
 
 
 class ProcessDecisionWriter:
@@ -157,14 +69,24 @@ class ProcessDecisionWriter:
     whole group: it ends when the pipe closes — the daemon's stop, or its death — after writing
     what it was sent. A child that dies is replaced at the next batch; what it had not written
     is counted as dropped.
+
+    With a spool (``spool``), ``put`` appends the decision to it instead — one write, no
+    fsync — and the child drains the spool (polling it every ``gather_s``), replays what a
+    previous run left there at its start, and deletes what it has written. A child that dies
+    loses nothing then: its successor reads the spool again (the store skips decisions it has).
+    The deque and pipe remain for decisions the spool did not take (disk full, say).
     """
 
-    def __init__(self, url: str, log: Path | None = None, gather_s: float = _GATHER_S):
+    def __init__(self, url: str, log: Path | None = None, gather_s: float = GATHER_S,
+                 spool: SpoolChannel | None = None):
         self._url, self._log, self._gather_s = url, log, gather_s
+        self.spool = spool
+        self._drains = False
         self._context = multiprocessing.get_context("spawn")  # not fork: the daemon has threads, torch
-        self._counts = self._context.Array("q", 4, lock=False)  # the child's written, dropped, logged, log_errors
-        self._before = [0, 0, 0, 0]  # the same for children that ended
-        self._overflow = 0           # decisions put with _BACKLOG waiting, or after the stop
+        # the child's written, dropped, logged, log_errors, taken from the pipe, damaged spool lines
+        self._counts = self._context.Array("q", _COUNTS, lock=False)
+        self._before = [0] * _COUNTS  # the same for children that ended
+        self._overflow = 0           # decisions put with BACKLOG waiting, or after the stop
         self._undelivered = 0        # decisions no child took (the shipping thread's count)
         self._sent = 0               # decisions sent to the current child
         self.restarts = 0            # children that died and were replaced
@@ -177,6 +99,7 @@ class ProcessDecisionWriter:
         self._relay: logging.handlers.QueueListener | None = None
 
     def start(self) -> None:
+        self._drains = self.spool is not None and self.spool.open()
         self._records = self._context.Queue()
         self._relay = logging.handlers.QueueListener(self._records, _Relay())
         self._relay.start()
@@ -187,7 +110,9 @@ class ProcessDecisionWriter:
         atexit.register(self.stop)
 
     def put(self, item: Any) -> None:
-        if len(self._pending) >= _BACKLOG or self._stopping.is_set():
+        if self.spool is not None and self.spool.put(item):
+            return
+        if len(self._pending) >= BACKLOG or self._stopping.is_set():
             self._overflow += 1
         else:
             self._pending.append(item)
@@ -198,6 +123,8 @@ class ProcessDecisionWriter:
             return
         atexit.unregister(self.stop)
         deadline = time.monotonic() + _CHILD_STOP_S
+        if self.spool is not None:
+            self.spool.close()  # the child may now finish the newest file
         self._stopping.set()
         self._shipper.join(timeout=_CHILD_STOP_S)
         if not self._shipper.is_alive():
@@ -230,6 +157,13 @@ class ProcessDecisionWriter:
     def log_errors(self) -> int:
         return self._before[3] + self._counts[3]
 
+    @property
+    def spool_damaged(self) -> int:
+        return self._before[5] + self._counts[5]
+
+    spooled = BatchWriter.spooled
+    spool_failed = BatchWriter.spool_failed
+
     def _ship_loop(self) -> None:
         stopping = False
         while not stopping:
@@ -237,6 +171,8 @@ class ProcessDecisionWriter:
             batch = [self._pending.popleft() for _ in range(len(self._pending))]
             for at in range(0, len(batch), _PICKLE_AT_MOST):
                 self._ship(batch[at:at + _PICKLE_AT_MOST])
+            if self._drains and not stopping and not self._child.is_alive():
+                self._replace()  # no send notices it: decisions go through the spool
 
     def _ship(self, batch: list[Any]) -> None:
         for _ in range(2):  # a dead child is replaced once (not at the stop), then the batch is dropped
@@ -255,7 +191,9 @@ class ProcessDecisionWriter:
         receive, self._pipe = self._context.Pipe(duplex=False)
         self._child = self._context.Process(
             target=write_decisions, name="slurm-advisor decision writer", daemon=True,
-            args=(self._url, self._log, receive, self._counts, self._records, log.getEffectiveLevel()))
+            args=(self._url, self._log, receive, self._counts, self._records, log.getEffectiveLevel(),
+                  (self.spool.reader.directory, self.spool.reader.name) if self._drains else None,
+                  self._gather_s))
         self._child.start()
         receive.close()  # the child's copy is its only one: the pipe ends when our end closes
 
@@ -265,17 +203,17 @@ class ProcessDecisionWriter:
         code = self._child.exitcode
         lost = self._settle()
         log.error("the decision writer process ended (exit code %s); %d decisions sent to it are "
-                  "lost; starting another", code, lost)
+                  "lost (those on the spool are not); starting another", code, lost)
         self.restarts += 1
         self._spawn()
 
     def _settle(self) -> int:
         """Fold an ended child's counts into the totals; how many decisions it took no account of."""
         counts = list(self._counts)
-        lost = max(0, self._sent - counts[0] - counts[1])
+        lost = max(0, self._sent - counts[4])
         counts[1] += lost
         self._before = [a + b for a, b in zip(self._before, counts, strict=True)]
-        self._counts[:] = [0, 0, 0, 0]
+        self._counts[:] = [0] * _COUNTS
         self._sent = 0
         return lost
 
@@ -290,37 +228,57 @@ class _Relay(logging.Handler):
 class _ChildBatches(DecisionBatches):
     """The child's writer: the daemon's batches as they come, its counts published after each."""
 
-    def __init__(self, store: Store | None, log_path: Path | None, counts: Any):
+    def __init__(self, store: Store | None, log_path: Path | None, counts: Any, spool: SpoolReader | None):
+        # Idempotent: the spool may hold decisions a killed run (or a dead child) wrote already.
         super().__init__(store, log_path)
+        if store is not None:
+            self.write_spooled = lambda batch: store.record_decisions(batch, skip_stored=True)
         self._counts = counts
         self._unwritable = store is None  # the store would not open here: every batch is dropped
+        self._reader = spool
+        self._piped = 0
 
-    def run(self, pipe: Any) -> None:
-        """Until the pipe ends (the daemon's stop or death), each time all that has arrived in one
-        transaction of at most ``_BATCH``."""
+    def run(self, pipe: Any, poll_s: float) -> None:
+        """Until the pipe ends (the daemon's stop or death), each time all that has arrived on the
+        pipe and the spool, in transactions of at most ``BATCH``."""
         ended = False
         while not ended:
             batch: list[Any] = []
             try:
-                batch.extend(pipe.recv())
-                while len(batch) < _BATCH and pipe.poll():
+                if pipe.poll(poll_s if self._reader is not None else None):
                     batch.extend(pipe.recv())
+                    while len(batch) < BATCH and pipe.poll():
+                        batch.extend(pipe.recv())
             except EOFError:
                 ended = True
+            self._piped += len(batch)
+            if self._reader is not None:
+                self._drain(final=ended)
             if batch:
                 self._taken(batch)
                 self._write(batch)
-                self._counts[:] = [self.written, self.dropped, self.logged, self.log_errors]
+            self._counts[:] = [self.written, self.dropped, self.logged, self.log_errors, self._piped,
+                               0 if self._reader is None else self._reader.damaged]
 
-    def _write(self, batch: list[Any]) -> None:
+    def _from_spool(self, final: bool) -> list[Any]:
+        return self._reader.take(decision_of_line, final=final)
+
+    def _release_spooled(self, last: bool) -> None:
+        self._reader.release()
+        if last:
+            self._reader.close()
+
+    def _write(self, batch: list[Any], *, spooled: bool = False) -> None:
         if self._unwritable:
             self.dropped += len(batch)
         else:
-            super()._write(batch)
+            super()._write(batch, spooled=spooled)
 
 
-def write_decisions(url: str, log_path: Path | None, pipe: Any, counts: Any, records: Any, level: int) -> None:
-    """The decision writer process's main: decisions from ``pipe`` to the store at ``url``."""
+def write_decisions(url: str, log_path: Path | None, pipe: Any, counts: Any, records: Any, level: int,
+                    spool: tuple[Path, str] | None = None, poll_s: float = GATHER_S) -> None:
+    """The decision writer process's main: decisions from ``pipe`` and the spool (its directory
+    and name) to the store at ``url``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     root = logging.getLogger()
@@ -329,10 +287,13 @@ def write_decisions(url: str, log_path: Path | None, pipe: Any, counts: Any, rec
     try:
         store = Store.attach(url)
     except InputError as exc:
-        log.error("the decision writer cannot open the store: %s; decisions go to the log only", exc)
+        log.error("the decision writer cannot open the store: %s; decisions go to the log only "
+                  "(those on the spool stay there for the next start)", exc)
         store = None
+    # Without a store the spool is left alone: draining it would drop what was acknowledged.
+    reader = None if spool is None or store is None else SpoolReader(*spool)
     try:
-        _ChildBatches(store, log_path, counts).run(pipe)
+        _ChildBatches(store, log_path, counts, reader).run(pipe, poll_s)
     finally:
         if store is not None:
             store.close()

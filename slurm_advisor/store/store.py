@@ -110,6 +110,13 @@ class Store(OutcomesAndModels):
         url = self._engine.url
         return None if _in_memory(url) else url.render_as_string(hide_password=False)
 
+    def sqlite_file(self) -> Path | None:
+        """The database's file when it is SQLite on disk (what lives beside it: the daemon's spool)."""
+        url = self._engine.url
+        if url.get_backend_name() != "sqlite" or _in_memory(url) or (url.database or "").startswith("file:"):
+            return None
+        return Path(url.database).expanduser().resolve()
+
     def record_samples(self, samples: Iterable[SpeedSample]) -> int:
         """Insert ``samples`` in one transaction (all or none); returns how many were written."""
         rows = [_row(s) for s in samples]
@@ -144,13 +151,20 @@ class Store(OutcomesAndModels):
         with self._guard("cannot read from"), self._sessions() as session:
             return int(session.scalar(query) or 0)
 
-    def record_decisions(self, decisions: Iterable[Decision]) -> int:
-        """Insert ``decisions`` in one transaction; returns how many were written."""
+    def record_decisions(self, decisions: Iterable[Decision], *, skip_stored: bool = False) -> int:
+        """Insert ``decisions`` in one transaction; returns how many were written. ``skip_stored``:
+        those whose id is stored already are left out (a replay of the daemon's spool), not an
+        error."""
         rows = [_decision_row(d) for d in decisions]
-        if rows:
-            with self._guard("cannot write to"), self._sessions.begin() as session:
+        if not rows:
+            return 0
+        with self._guard("cannot write to"), self._sessions.begin() as session:
+            if skip_stored:
+                stored = set(session.scalars(select(DecisionRow.id).where(DecisionRow.id.in_([r["id"] for r in rows]))))
+                rows = [r for r in rows if r["id"] not in stored]
+            if rows:
                 session.execute(insert(DecisionRow.__table__), rows)
-            self.commits += 1
+        self.commits += 1
         return len(rows)
 
     def load_decisions(self, *, limit: int | None = None) -> list[Decision]:
@@ -171,14 +185,22 @@ class Store(OutcomesAndModels):
         with self._guard("cannot read from"), self._sessions() as session:
             return int(session.scalar(select(func.count()).select_from(DecisionRow)) or 0)
 
-    def record_reports(self, reports: Iterable[tuple[SpeedReport, SpeedSample | None]]) -> int:
+    def record_reports(self, reports: Iterable[tuple[SpeedReport, SpeedSample | None]], *,
+                       skip_stored: bool = False) -> int:
         """Insert each raw report and, where given, the live sample built from it, all in one
-        transaction; returns how many reports were written."""
+        transaction; returns how many reports were written. ``skip_stored``: a report already
+        stored — the same job, uid, iterations, seconds and time received (the daemon never
+        gives two reports one time) — is left out, its sample too (a replay of the daemon's spool)."""
         items = [(r, None if s is None else _row(s)) for r, s in reports]
         if not items:
             return 0
         sample_id = insert(SpeedSampleRow).returning(SpeedSampleRow.id)
         with self._guard("cannot write to"), self._sessions.begin() as session:
+            if skip_stored:
+                stored = _stored_reports(session, [r for r, _ in items])
+                items = [(r, s) for r, s in items if _report_key(r) not in stored]
+                if not items:
+                    return 0
             rows = [_report_row(r, None if s is None else session.execute(sample_id, s).scalar_one())
                     for r, s in items]
             session.execute(insert(ReportRow.__table__), rows)
@@ -282,6 +304,19 @@ class SampleBatch:
             self.flush()
         else:
             self._buffer.clear()
+
+
+def _report_key(r: SpeedReport) -> tuple:
+    return (str(r.job_id), r.received_at if r.received_at is not None else r.window_end, r.uid,
+            float(r.iterations), float(r.seconds))
+
+
+def _stored_reports(session, reports: list[SpeedReport]) -> set[tuple]:
+    """The keys (:func:`_report_key`) of those of ``reports`` already stored."""
+    times = sorted({_report_key(r)[1] for r in reports})
+    query = select(ReportRow.job_id, ReportRow.received_at, ReportRow.uid, ReportRow.iterations,
+                   ReportRow.seconds).where(ReportRow.received_at.in_(times))
+    return {tuple(row) for row in session.execute(query)}
 
 
 def _exists(url: str) -> bool:

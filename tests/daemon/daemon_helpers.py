@@ -59,8 +59,8 @@ class Fixed:
 
 def make_daemon(tmp_path: Path, *, mode: str = "advise", policy=None, express=identity, store=True,
                 queue=None, source=None, **config) -> Daemon:
-    cfg = replace(DaemonConfig(), socket=tmp_path / "advisor.sock", mode=mode, refresh_s=0.05,
-                  db=str(tmp_path / "advisor.db"), client_timeout_s=0.5, **config)
+    cfg = replace(DaemonConfig(), **{"socket": tmp_path / "advisor.sock", "mode": mode, "refresh_s": 0.05,
+                                     "db": str(tmp_path / "advisor.db"), "client_timeout_s": 0.5, **config})
     service = AdviceService(Advisor(policy or SlurmDefaultPolicy()), express)
     return Daemon(cfg, source or StaticSource(ClusterSnapshot.empty(NODES)), queue or NoQueue(), service,
                   Store.open(cfg.db) if store else None)

@@ -1,6 +1,6 @@
 """kill -9 of the daemon while it writes reports: every report committed before the kill is still
 there, in order and without holes, the database passes SQLite's integrity check, and the next
-daemon opens it and goes on writing."""
+daemon opens it, writes what the spool kept of the acknowledged rest, and goes on writing."""
 from __future__ import annotations
 
 import signal
@@ -78,11 +78,15 @@ def test_kill_9_while_writing_loses_no_committed_report(tmp_path):
     assert len(stored) >= before
     assert stored == [float(i) for i in range(1, len(stored) + 1)]  # in order, no hole, no torn batch
     assert len(stored) <= len(acked) + 1  # nothing stored that was never sent (one may miss its ack)
-    # the next daemon opens the same database and goes on
+    # the next daemon opens the same database, replays the spool and goes on: every acknowledged
+    # report is stored once (and perhaps the one whose reply the kill cut off)
     (tmp_path / "advisor.sock").unlink(missing_ok=True)
     daemon = make_daemon(tmp_path, queue=ListedQueue({"101": 0}))
     with _serve(daemon):
-        assert call(daemon.config.socket, "report", job_id="101", iterations=7, seconds=7.0)["ok"] is True
+        assert call(daemon.config.socket, "report", job_id="101", iterations=0.5, seconds=7.0)["ok"] is True
     daemon.stop()
     with Store.open(str(db), create=False) as store:
-        assert store.count_reports() == len(stored) + 1
+        replayed = [r.iterations for r in store.load_reports()]
+    assert replayed[-1] == 0.5  # the new daemon's, after the replay
+    assert replayed[:-1] == [float(i) for i in range(1, len(replayed))]
+    assert len(acked) <= len(replayed) - 1 <= len(acked) + 1

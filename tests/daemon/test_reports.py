@@ -261,3 +261,17 @@ def test_a_job_left_to_slurm_reports_under_its_decision_from_slurms_view(tmp_pat
         outcome = store.outcome("502")
     assert report.decision_id == outcome.decision_id == advice["decision"]
     assert [t.node for t in sample.subject.placement.tasks] == ["n1", "n1"] and sample.subject.job.type == "resnet50"
+
+
+def test_a_spool_that_cannot_be_written_costs_no_reply_and_no_record(tmp_path):
+    (tmp_path / "a-file").write_text("")  # the spool directory would have to be under a file
+    daemon = make_daemon(tmp_path, queue=ListedQueue({"101": 0}), spool_dir=tmp_path / "a-file" / "spool")
+    with _serve(daemon):
+        sock = daemon.config.socket
+        assert call(sock, "advise", job=marked())["decision"]
+        assert call(sock, "report", job_id="101", iterations=5, seconds=1.0)["ok"] is True
+        status = call(sock, "status")
+    daemon.stop()
+    assert (status["decisions_spool_failed"], status["reports_spool_failed"]) == (1, 1)
+    with Store.open(str(tmp_path / "advisor.db"), create=False) as store:  # written from memory, as before
+        assert (store.count_decisions(), store.count_reports()) == (1, 1)

@@ -26,6 +26,7 @@ def test_health_status_and_advice(served):
     status = call(path, "status")
     assert status["decisions"] == 1 and status["placed"] == 1 and status["claims"] == 1 and status["nodes"] == 4
     assert status["slurms_choice"] == 0
+    assert (status["decisions_spooled"], status["decisions_spool_failed"]) == (1, 0)  # on disk before the reply
 
 
 def test_slurms_own_choice_is_stamped_counted_and_claimed(served):

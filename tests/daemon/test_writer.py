@@ -70,9 +70,11 @@ def test_sigterm_to_the_group_does_not_cost_the_queued_decisions(tmp_path):
     store.close()
 
 
-def test_a_writer_that_dies_is_replaced_and_its_unwritten_decisions_counted(tmp_path, caplog):
+@pytest.mark.parametrize("spooled", [False, True], ids=["in-memory", "spooled"])
+def test_a_writer_that_dies_is_replaced_and_its_unwritten_decisions_counted(tmp_path, caplog, spooled):
+    # spooled: the decisions put while no child runs are on the spool, and its successor takes them
     store = Store.open(str(tmp_path / "d.db"))
-    writer = decision_writer(store)
+    writer = decision_writer(store, spool=tmp_path / "spool" if spooled else None)
     writer.start()
     for d in decisions(0, 10):
         writer.put(d)
@@ -167,3 +169,22 @@ if __name__ == "__main__":
     subprocess.run([sys.executable, str(tmp_path / "daemon.py")], check=True, timeout=60)
     with Store.open(str(tmp_path / "d.db"), create=False) as store:
         assert store.count_decisions() == 7
+
+
+def test_the_spool_is_replayed_at_start_and_each_decision_stored_once(tmp_path):
+    from slurm_advisor.daemon.batches import decision_line
+    store = Store.open(str(tmp_path / "d.db"))
+    store.record_decisions(decisions(0, 5))  # a killed run stored these, not the five after them
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "decision-0000000007.spool").write_bytes(
+        b"".join(decision_line(d) for d in decisions(0, 10)) + b'{"id": "d-0000')  # cut short by a crash
+    writer = decision_writer(store, tmp_path / "decisions.jsonl", spool)
+    writer.start()
+    for d in decisions(10, 10):
+        writer.put(d)
+    writer.stop()
+    assert store.count_decisions() == 20 and not list(spool.glob("*.spool"))
+    assert (writer.written, writer.dropped, writer.spooled, writer.spool_failed, writer.spool_damaged) == (15, 0, 10, 0, 1)
+    store.close()
+
