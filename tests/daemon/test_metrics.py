@@ -51,7 +51,9 @@ def test_metrics_are_served_and_an_advise_moves_them(metered):
     port = metered.metrics.port
     before = scrape(port)
     for name in ("slurm_advisor_requests_total", "slurm_advisor_reports_total", "slurm_advisor_refresh_failures_total",
-                 "slurm_advisor_decisions_written_total", "slurm_advisor_claims", "slurm_advisor_snapshot_age_seconds",
+                 "slurm_advisor_decisions_written_total", "slurm_advisor_decisions_spooled_total",
+                 "slurm_advisor_reports_spool_failed_total", "slurm_advisor_policy_errors_total",
+                 "slurm_advisor_claims", "slurm_advisor_snapshot_age_seconds",
                  'slurm_advisor_mode{mode="advise"}', 'slurm_advisor_active_model{policy="slurm-default",version=""}',
                  'slurm_advisor_models{status="active"}', "slurm_advisor_advice_latency_seconds_count"):
         assert name in before, name
