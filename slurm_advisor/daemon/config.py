@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from slurm_advisor.daemon.limits import MIN_CONNECTIONS
 from slurm_advisor.daemon.protocol import MODES
 from slurm_advisor.errors import InputError
 
@@ -47,6 +48,8 @@ class DaemonConfig:
     report_listen: str = "0.0.0.0"            # where the report port listens (jobs: SLURM_ADVISOR_REPORT_ADDRESS)
     ready_keys: int = 8                       # repeat requests answered ahead (<socket>.ready); 0: off
     munge_socket: Path | None = None          # munged's socket (None: $MUNGE_SOCKET, else libmunge's default)
+    max_connections: int = 1024               # open at once, in all; the last eighth kept for root and the Slurm user
+    max_connections_per_uid: int = 64         # open at once from one uid other than those (report port: one address)
 
     def validated(self) -> DaemonConfig:
         if self.mode not in MODES:
@@ -64,7 +67,19 @@ class DaemonConfig:
                 raise InputError(f"{name} must be a TCP port (0 = off), not {getattr(self, name)!r}")
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):
             raise InputError(f"log_level {self.log_level!r}: expected debug, info, warning or error")
+        _check_connection_limits(self)
         return self
+
+
+MAX_CONNECTIONS_RANGE = (MIN_CONNECTIONS, 65536)  # fewer leave too little room for root and the Slurm user
+
+
+def _check_connection_limits(config: DaemonConfig) -> None:
+    low, high = MAX_CONNECTIONS_RANGE
+    if not low <= config.max_connections <= high:
+        raise InputError(f"max_connections must be in [{low}, {high}], not {config.max_connections!r}")
+    if not 1 <= config.max_connections_per_uid <= high:  # above max_connections it is max_connections
+        raise InputError(f"max_connections_per_uid must be in [1, {high}], not {config.max_connections_per_uid!r}")
 
 
 _FIELDS = {f.name: f for f in fields(DaemonConfig)}
