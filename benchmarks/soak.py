@@ -187,7 +187,8 @@ def well_behaved(path: str, seconds: float, rate: float) -> tuple[list[float], i
     return times, failures
 
 
-def run(seconds: float, rate: float, abuse: bool, workdir: Path) -> dict:
+def run(seconds: float, rate: float, abusers: list, workdir: Path) -> dict:
+    abuse = bool(abusers)
     path = str(workdir / f"advisor-{'abused' if abuse else 'alone'}.sock")
     proc = subprocess.Popen([sys.executable, "-m", "slurm_advisor.cli", "serve", "--source", "simulated",
                              "--policy", "slurm-default", "--config", str(workdir / "config.toml"), "--socket", path,
@@ -205,7 +206,7 @@ def run(seconds: float, rate: float, abuse: bool, workdir: Path) -> dict:
         sampler.start()
         if abuse:
             until, uid = time.monotonic() + seconds + 1.0, 61000
-            for abuser, count in ABUSERS:
+            for abuser, count in abusers:
                 for _ in range(count):
                     uid += 1
                     children.append(spawn(abuser, uid if os.geteuid() == 0 else None, path, until))
@@ -239,13 +240,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=30.0, help="length of each run")
     ap.add_argument("--rate", type=float, default=50.0, help="well-behaved requests per second")
+    ap.add_argument("--abusers", default=",".join(f.__name__ for f, _ in ABUSERS),
+                    help="which abusers run (a subset shows what each costs)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "soak.json")
     args = ap.parse_args(argv)
+    abusers = [(f, n) for f, n in ABUSERS if f.__name__ in args.abusers.split(",")]
+    unknown = set(args.abusers.split(",")) - {f.__name__ for f, _ in ABUSERS}
+    if unknown or not abusers:
+        ap.error(f"--abusers: unknown {', '.join(sorted(unknown)) or 'none given'}; "
+                 f"valid: {', '.join(f.__name__ for f, _ in ABUSERS)}")
     with tempfile.TemporaryDirectory(prefix="advisor-soak-", dir="/tmp") as tmp:
         workdir = Path(tmp)
         workdir.chmod(0o755)  # the abusers' uids must reach the socket
         (workdir / "config.toml").write_text("")  # the defaults, not /etc/slurm-advisor's
-        rows = [run(args.seconds, args.rate, abuse, workdir) for abuse in (False, True)]
+        rows = [run(args.seconds, args.rate, chosen, workdir) for chosen in ([], abusers)]
     print(f"{'run':<12}{'requests':>9}{'failed':>7}{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}"
           f"{'RSS MB start/max':>18}{'fds start/max':>15}")
     for row in rows:
@@ -260,6 +268,7 @@ def main(argv=None) -> int:
                                                  for s in timeline))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"seconds": args.seconds, "rate": args.rate, "root": os.geteuid() == 0,
+                                    "abusers": {f.__name__: n for f, n in abusers},
                                     "rows": rows, "p99_ratio": ratio, "target_ratio": TARGET_RATIO}, indent=2))
     return 0 if ratio <= TARGET_RATIO else 1
 

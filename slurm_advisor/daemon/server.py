@@ -34,16 +34,18 @@ log = logging.getLogger("slurm_advisor.daemon")
 REMOTE = None  # the uid of a TCP peer: nobody the kernel vouches for (only signed reports are taken)
 _SWEEP_S = 0.05  # how often deadlines are checked: a scan of every connection, not once per request
 _ACCEPT_PAUSE_S = 0.1  # a listener whose accept failed rests this long instead of waking the loop at once
+_LINES_PER_TURN = 16  # a pipelining client's lines answered before the other clients get a turn
 
 
 class _Connection:
-    __slots__ = ("deadline", "inbox", "mask", "outbox", "peer", "sock", "uid")
+    __slots__ = ("deadline", "inbox", "mask", "more", "outbox", "peer", "sock", "uid")
 
     def __init__(self, sock: socket.socket, uid: int | None, peer: str | None, deadline: float):
         self.sock, self.uid, self.peer, self.deadline = sock, uid, peer, deadline
         self.inbox = bytearray()
         self.outbox = bytearray()
         self.mask = selectors.EVENT_READ
+        self.more = False  # complete lines wait in the inbox: not read further until they are answered
 
 
 class AdvisorServer:
@@ -70,6 +72,7 @@ class AdvisorServer:
         self._taken_refused = RateLimitedLog(log, logging.WARNING)
         self._resting: dict[socket.socket, float] = {}  # listeners whose accept failed -> when to retry
         self._next_sweep = 0.0
+        self._turns: dict[_Connection, None] = {}  # connections with lines left after their turn, in order
         self.server_address = str(path)
         sockets.prepare_socket_path(path)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -105,7 +108,7 @@ class AdvisorServer:
         self._stopped.clear()
         try:
             while not self._stopping.is_set():
-                for key, events in self._selector.select(timeout=poll_interval):
+                for key, events in self._selector.select(timeout=0 if self._turns else poll_interval):
                     if key.data is None:
                         self._accept(self._listener)
                     elif key.data == "tcp":
@@ -116,6 +119,7 @@ class AdvisorServer:
                         self.read_taken()
                     else:
                         self._service(key.data, events)
+                self._take_turns()
                 now = time.monotonic()
                 if now >= self._next_sweep:
                     self._sweep(now)
@@ -125,10 +129,8 @@ class AdvisorServer:
     def shutdown(self) -> None:
         """Stop serve_forever (from any thread, or a signal handler) and wait for it."""
         self._stopping.set()
-        try:
+        with suppress(OSError):
             self._wake_w.send(b"x")
-        except OSError:
-            pass
         self._stopped.wait(timeout=10)
 
     def server_close(self) -> None:
@@ -139,10 +141,8 @@ class AdvisorServer:
                 sock.close()
         self._selector.close()
         for path in (self.server_address, str(taken_path(Path(self.server_address)))):
-            try:
+            with suppress(OSError):
                 os.unlink(path)
-            except OSError:
-                pass
 
     def read_taken(self) -> None:
         """Hand every queued datagram to the dispatcher, with the sender's uid (SO_PASSCRED)."""
@@ -174,7 +174,7 @@ class AdvisorServer:
                 uid, peer = REMOTE, f"address {address[0]}"
             else:
                 uid = sockets.peer_uid(sock)
-                peer = None if uid == 0 or uid in self.dispatcher.admin_uids else f"uid {uid}"
+                peer = None if self.dispatcher.privileged(uid) else f"uid {uid}"
             refused = self._admission.admit(peer)
             if refused is not None:
                 self._refuse(sock, refused)
@@ -211,9 +211,9 @@ class AdvisorServer:
         if events & selectors.EVENT_WRITE:
             if not self._flush(conn):
                 return
-            if len(conn.outbox) <= MAX_BACKLOG and b"\n" in conn.inbox and not self._answer(conn):
+            if conn.more and len(conn.outbox) <= MAX_BACKLOG and not self._answer(conn):
                 return  # lines held back while the replies backed up: answered now
-        if events & selectors.EVENT_READ and conn.mask & selectors.EVENT_READ:
+        if events & selectors.EVENT_READ and not conn.more and len(conn.outbox) <= MAX_BACKLOG:
             try:
                 data = conn.sock.recv(65536)
             except (BlockingIOError, InterruptedError):
@@ -227,29 +227,43 @@ class AdvisorServer:
             self._answer(conn)
 
     def _answer(self, conn: _Connection) -> bool:
-        """Answer the complete lines in the inbox until the replies back up; an over-long line
-        gets its error and the close. False when the connection is gone."""
-        while len(conn.outbox) <= MAX_BACKLOG:
+        """Answer the complete lines in the inbox, a turn's worth and while the replies do not
+        back up; the rest waits for the connection's next turn (one pipelined burst must not hold
+        the hook's request up). An over-long line gets its error and the close. False when the
+        connection is gone."""
+        for _ in range(_LINES_PER_TURN):
+            if len(conn.outbox) > MAX_BACKLOG:
+                break
             end = conn.inbox.find(b"\n")
             if end < 0:
                 if len(conn.inbox) > protocol.MAX_LINE:
                     return self._reply(conn, bytes(conn.inbox), close=True)
-                return True
+                break
             line = bytes(conn.inbox[:end])
             del conn.inbox[:end + 1]
             self.read_taken()
             if not self._reply(conn, line):
                 return False
-        return True
+        conn.more = b"\n" in conn.inbox
+        if conn.more and len(conn.outbox) <= MAX_BACKLOG:
+            self._turns[conn] = None
+        return self._flush(conn)
+
+    def _take_turns(self) -> None:
+        """Another turn for each connection that had lines left after its last one."""
+        turns, self._turns = self._turns, {}
+        for conn in turns:
+            if self._connections.get(conn.sock.fileno()) is conn:
+                self._answer(conn)
 
     def _reply(self, conn: _Connection, line: bytes, close: bool = False) -> bool:
+        """Queue the reply to ``line``; False when the connection is closed after it."""
         reply, keep_open = self.dispatcher.reply_to(line, conn.uid)
         conn.outbox += reply
         conn.deadline = time.monotonic() + self.client_timeout_s  # for the next request, or the drain
-        if not self._flush(conn):
-            return False
         if close or not keep_open:
-            self._close(conn)
+            if self._flush(conn):
+                self._close(conn)
             return False
         return True
 
@@ -266,7 +280,8 @@ class AdvisorServer:
             return False
         del conn.outbox[:sent]
         mask = ((selectors.EVENT_WRITE if conn.outbox else 0)
-                | (selectors.EVENT_READ if len(conn.outbox) <= MAX_BACKLOG else 0))
+                | (selectors.EVENT_READ if len(conn.outbox) <= MAX_BACKLOG and not conn.more else 0)
+                or selectors.EVENT_READ)  # waiting for its turn, nothing to send: registered, not read
         if mask != conn.mask:
             conn.mask = mask
             self._selector.modify(conn.sock, mask, conn)
@@ -305,11 +320,15 @@ class Dispatcher:
         self.admin_uids = admin_uids
         self.munge_socket = munge_socket
 
+    def privileged(self, uid: int | None) -> bool:
+        """Root or the Slurm user: who may ask for advice, switch the mode, note a taken answer."""
+        return uid == 0 or uid in self.admin_uids
+
     def taken(self, data: bytes, uid: int | None) -> str | None:
         """A datagram from the hook: it used a ready answer. No reply (the hook does not wait);
         a refused one is counted, and why is returned for the caller's (rate-limited) log."""
         try:  # the sender first: a flood from another user costs no JSON decoding
-            if uid is None or (uid != 0 and uid not in self.admin_uids):
+            if not self.privileged(uid):
                 raise ProtocolError(f"taken: uid {uid} is neither root nor the Slurm user")
             request = protocol.decode_request(data.rstrip(b"\n"))
             if request["op"] != "taken":
@@ -364,7 +383,7 @@ class Dispatcher:
 
     def _handle(self, request: dict[str, Any], uid: int) -> dict[str, Any]:
         op = request["op"]
-        if op in ("advise", "mode") and uid != 0 and uid not in self.admin_uids:
+        if op in ("advise", "mode") and not self.privileged(uid):
             raise ProtocolError(f"{op}: uid {uid} is neither root nor the Slurm user")
         if op == "advise":
             return self.daemon.advise(request.get("job"), request.get("ready_key"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import selectors
 import socket
 import threading
 import time
@@ -13,7 +14,7 @@ from daemon_helpers import make_daemon
 
 from slurm_advisor.daemon.client import call
 from slurm_advisor.daemon.limits import MAX_BACKLOG, ConnectionLimits
-from slurm_advisor.daemon.server import AdvisorServer, ServerThread
+from slurm_advisor.daemon.server import AdvisorServer, ServerThread, _Connection
 
 
 def test_a_client_that_reads_late_gets_every_reply_in_order(served):
@@ -30,6 +31,42 @@ def test_a_client_that_reads_late_gets_every_reply_in_order(served):
         sender.join(timeout=10)
     assert len(replies) == count
     assert [r["mode"] for r in replies] == [("observe", "advise")[i % 2] for i in range(count)]
+
+
+def test_a_pipelined_burst_is_answered_a_turn_at_a_time(tmp_path):
+    # one client's 100 pipelined lines must not hold up the others: 16 answered, then the others'
+    # turn (the loop's next select), then 16 more
+    daemon = make_daemon(tmp_path, store=False)
+    server = AdvisorServer(daemon.config.socket, daemon.dispatcher(), 2.0)
+    ours, theirs = socket.socketpair()
+    try:
+        conn = _Connection(ours, 0, None, time.monotonic() + 2.0)
+        server._connections[ours.fileno()] = conn
+        server._selector.register(ours, selectors.EVENT_READ, conn)
+        conn.inbox += b'{"v": 1, "op": "health"}\n' * 100
+        theirs.settimeout(2)
+        assert server._answer(conn) is True
+        assert _replies(theirs) == 16 and conn.more and conn in server._turns
+        server._take_turns()
+        assert _replies(theirs) == 16
+        for _ in range(10):
+            server._take_turns()
+        assert _replies(theirs) == 100 - 32 and not conn.more and not server._turns
+    finally:
+        server.server_close()
+        theirs.close()
+
+
+def _replies(sock: socket.socket) -> int:
+    """The reply lines waiting on ``sock``."""
+    sock.setblocking(False)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except BlockingIOError:
+        pass
+    return data.count(b"\n")
 
 
 def test_report_port_peers_are_counted_per_address(tmp_path):
