@@ -4,7 +4,9 @@ their p99 alone; the daemon's RSS and fd count flat.
 
 The daemon is the real one (`slurm-advisor serve --source simulated --policy slurm-default`, its
 default limits: client_timeout_s 2, max_connections 1024, max_connections_per_uid 64), in its own
-process. The well-behaved client runs as root, as the hook does: a new connection per request,
+process. One daemon serves ``--rounds`` alternations of a phase alone and a phase under abuse
+(``--seconds`` / rounds each), so that whatever else runs on a shared machine weighs on both
+conditions alike. The well-behaved client runs as root, as the hook does: a new connection per request,
 `advise` and `report` alternating at ``--rate`` requests/s on a fixed schedule (open loop: a
 late reply delays no later request), latency from the scheduled send to the reply.
 
@@ -19,10 +21,12 @@ so that, on a small machine, they compete with the daemon for its socket and not
 - garbage: 1 user sending malformed lines, huge integers and 70 KiB lines (~100/s);
 - `.taken` flood: 1 user sending refused datagrams (~2,000/s).
 
-    python benchmarks/soak.py [--seconds 30] [--rate 50] [--out benchmarks/results/soak.json]
+    python benchmarks/soak.py [--seconds 30] [--rounds 3] [--rate 50] [--abusers slowloris,flood]
+                              [--out benchmarks/results/soak.json]
 
-Prints one row per run (requests, errors, p50/p99/max ms, the daemon's RSS and fds at start and
-at most) and the p99 ratio; the JSON holds the RSS/fd samples over time and the daemon's counters.
+Prints one row per condition (requests, failures, p50/p99/max ms, the daemon's RSS and fds at the
+start and at most during that condition's phases), the p99 ratio, the daemon's counters and its
+RSS/fds over time; the JSON holds every sample. Exit 1 when the ratio misses the target.
 """
 from __future__ import annotations
 
@@ -187,13 +191,14 @@ def well_behaved(path: str, seconds: float, rate: float) -> tuple[list[float], i
     return times, failures
 
 
-def run(seconds: float, rate: float, abusers: list, workdir: Path) -> dict:
-    abuse = bool(abusers)
-    path = str(workdir / f"advisor-{'abused' if abuse else 'alone'}.sock")
+def soak(seconds: float, rate: float, abusers: list, rounds: int, workdir: Path) -> list[dict]:
+    """One daemon; ``rounds`` x (a phase alone, a phase under abuse), ``seconds / rounds`` each:
+    on a shared machine, what else runs weighs on both conditions alike. A row per condition."""
+    path = str(workdir / "advisor.sock")
     proc = subprocess.Popen([sys.executable, "-m", "slurm_advisor.cli", "serve", "--source", "simulated",
                              "--policy", "slurm-default", "--config", str(workdir / "config.toml"), "--socket", path,
-                             "--db", str(workdir / f"{Path(path).stem}.db"), "--log-file", f"{path}.log"])
-    children: list[int] = []
+                             "--db", str(workdir / "advisor.db"), "--log-file", f"{path}.log"])
+    measured: dict[bool, list] = {False: [[], 0, []], True: [[], 0, []]}  # times, failures, phases
     try:
         deadline = time.monotonic() + 60
         while not _answers(path):
@@ -202,31 +207,52 @@ def run(seconds: float, rate: float, abusers: list, workdir: Path) -> dict:
             time.sleep(0.1)
         well_behaved(path, 2.0, rate)  # warm up
         sampler = Sampler(proc.pid)
-        start_rss, start_fds = sampler.sample()[1:]
+        start = sampler.sample()
         sampler.start()
-        if abuse:
-            until, uid = time.monotonic() + seconds + 1.0, 61000
-            for abuser, count in abusers:
-                for _ in range(count):
-                    uid += 1
-                    children.append(spawn(abuser, uid if os.geteuid() == 0 else None, path, until))
-            time.sleep(1.0)  # the abuse under way before the first measured request
-        times, failures = well_behaved(path, seconds, rate)
+        for _ in range(rounds):
+            for abuse in (False, True):
+                began = time.monotonic() - sampler.started_at
+                times, failures = phase(path, seconds / rounds, rate, abusers if abuse else [])
+                measured[abuse][0] += times
+                measured[abuse][1] += failures
+                measured[abuse][2].append((began, time.monotonic() - sampler.started_at))
         sampler.halt.set()
         status = call(path, "status", timeout_s=5)
     finally:
-        for pid in children:
-            os.waitpid(pid, 0)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+    counters = {k: status.get(k, 0) for k in ("requests", "errors", "connections_refused", "connections_dropped",
+                                       "accept_failures", "ready_refused")}
+    return [_row(abuse, *measured[abuse], start, sampler.samples, counters) for abuse in (False, True)]
+
+
+def phase(path: str, seconds: float, rate: float, abusers: list) -> tuple[list[float], int]:
+    """The well-behaved client for ``seconds``, with ``abusers`` running from a second before."""
+    children, uid = [], 61000
+    until = time.monotonic() + seconds + 1.0
+    for abuser, count in abusers:
+        for _ in range(count):
+            uid += 1
+            children.append(spawn(abuser, uid if os.geteuid() == 0 else None, path, until))
+    if children:
+        time.sleep(1.0)  # the abuse under way before the first measured request
+    try:
+        return well_behaved(path, seconds, rate)
+    finally:
+        for pid in children:
+            os.waitpid(pid, 0)
+
+
+def _row(abuse: bool, times: list[float], failures: int, phases: list, start: tuple, samples: list,
+         counters: dict) -> dict:
     ms = np.array(times)
+    inside = [s for s in samples if any(a <= s[0] <= b for a, b in phases)]
     return {"abuse": abuse, "requests": len(times), "failures": failures,
             "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max()),
-            "rss_mb_start": start_rss, "rss_mb_max": max(s[1] for s in sampler.samples),
-            "fds_start": start_fds, "fds_max": max(s[2] for s in sampler.samples),
-            "samples": [{"t_s": t, "rss_mb": r, "fds": f} for t, r, f in sampler.samples],
-            "counters": {k: status[k] for k in ("requests", "errors", "connections_refused", "connections_dropped",
-                                                "accept_failures", "ready_refused")}}
+            "rss_mb_start": start[1], "rss_mb_max": max(s[1] for s in inside),
+            "fds_start": start[2], "fds_max": max(s[2] for s in inside), "phases_s": phases,
+            **({"samples": [{"t_s": t, "rss_mb": r, "fds": f} for t, r, f in samples], "counters": counters}
+               if abuse else {})}
 
 
 def _answers(path: str) -> bool:
@@ -238,7 +264,8 @@ def _answers(path: str) -> bool:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=30.0, help="length of each run")
+    ap.add_argument("--seconds", type=float, default=30.0, help="measured seconds per condition")
+    ap.add_argument("--rounds", type=int, default=3, help="alternations of a phase alone and one under abuse")
     ap.add_argument("--rate", type=float, default=50.0, help="well-behaved requests per second")
     ap.add_argument("--abusers", default=",".join(f.__name__ for f, _ in ABUSERS),
                     help="which abusers run (a subset shows what each costs)")
@@ -253,7 +280,7 @@ def main(argv=None) -> int:
         workdir = Path(tmp)
         workdir.chmod(0o755)  # the abusers' uids must reach the socket
         (workdir / "config.toml").write_text("")  # the defaults, not /etc/slurm-advisor's
-        rows = [run(args.seconds, args.rate, chosen, workdir) for chosen in ([], abusers)]
+        rows = soak(args.seconds, args.rate, abusers, args.rounds, workdir)
     print(f"{'run':<12}{'requests':>9}{'failed':>7}{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}"
           f"{'RSS MB start/max':>18}{'fds start/max':>15}")
     for row in rows:
@@ -263,11 +290,13 @@ def main(argv=None) -> int:
     ratio = rows[1]["p99_ms"] / rows[0]["p99_ms"]
     print(f"p99 under abuse / alone: {ratio:.2f} (target <= {TARGET_RATIO:g}); daemon counters under abuse: "
           + ", ".join(f"{k} {v:,}" for k, v in rows[1]["counters"].items()))
-    timeline = rows[1]["samples"][::max(1, len(rows[1]["samples"]) // 8)]
-    print("under abuse, over time: " + "; ".join(f"{s['t_s']:.0f} s {s['rss_mb']:.0f} MB {s['fds']} fds"
+    timeline = rows[1]["samples"][::max(1, len(rows[1]["samples"]) // 10)]
+    print("the daemon over time (abuse in " + ", ".join(f"{a:.0f}-{b:.0f} s" for a, b in rows[1]["phases_s"]) + "): "
+          + "; ".join(f"{s['t_s']:.0f} s {s['rss_mb']:.0f} MB {s['fds']} fds"
                                                  for s in timeline))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"seconds": args.seconds, "rate": args.rate, "root": os.geteuid() == 0,
+    args.out.write_text(json.dumps({"seconds": args.seconds, "rounds": args.rounds, "rate": args.rate,
+                                    "root": os.geteuid() == 0,
                                     "abusers": {f.__name__: n for f, n in abusers},
                                     "rows": rows, "p99_ratio": ratio, "target_ratio": TARGET_RATIO}, indent=2))
     return 0 if ratio <= TARGET_RATIO else 1
