@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import logging
 import resource
+import subprocess
+import sys
 
 import pytest
 
@@ -56,6 +58,25 @@ def test_privileged_peers_have_no_per_peer_quota():
 ])
 def test_the_total_fits_the_file_descriptor_limit(wanted, soft, hard, expected):
     assert connections_within(wanted, soft, hard) == expected
+
+
+_FIT = ("import logging, sys; from slurm_advisor.daemon.limits import ConnectionLimits, fd_fitted; "
+        "logging.basicConfig(stream=sys.stderr, level=logging.INFO); "
+        "print(fd_fitted(ConnectionLimits(1024, 64), logging.getLogger('fit')).total, "
+        "*__import__('resource').getrlimit(__import__('resource').RLIMIT_NOFILE))")
+
+
+@pytest.mark.parametrize(("soft", "hard", "printed", "logged"), [
+    (300, 4096, f"1024 {1024 + FD_HEADROOM} 4096", f"raised the soft file descriptor limit from 300 to {1024 + FD_HEADROOM}"),
+    (200, 200, f"{200 - FD_HEADROOM} 200 200",
+     f"max_connections lowered from 1024 to {200 - FD_HEADROOM}: the file descriptor limit is 200 (hard 200)"),
+], ids=["raised", "lowered"])
+def test_the_daemon_fits_its_connections_to_its_own_fd_limit(soft, hard, printed, logged):
+    proc = subprocess.run([sys.executable, "-c", _FIT], check=False, capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == printed.split()
+    assert logged in proc.stderr
 
 
 class _Clock:
