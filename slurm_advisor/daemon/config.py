@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from slurm_advisor.daemon.limits import MIN_CONNECTIONS
 from slurm_advisor.daemon.protocol import MODES
 from slurm_advisor.errors import InputError
 from slurm_advisor.slurm.marker import MAX_TASKS
@@ -51,6 +52,8 @@ class DaemonConfig:
     ready_keys: int = 8                       # repeat requests answered ahead (<socket>.ready); 0: off
     munge_socket: Path | None = None          # munged's socket (None: $MUNGE_SOCKET, else libmunge's default)
     max_tasks: int = 10_000                   # a job with more tasks is left to Slurm as submitted (1-100,000)
+    max_connections: int = 1024               # open at once, in all; the last eighth kept for root and the Slurm user
+    max_connections_per_uid: int = 64         # open at once from one uid other than those (report port: one address)
 
     def validated(self) -> DaemonConfig:
         if self.mode not in MODES:
@@ -70,7 +73,19 @@ class DaemonConfig:
             raise InputError(f"log_level {self.log_level!r}: expected debug, info, warning or error")
         if not 1 <= self.max_tasks <= MAX_TASKS:
             raise InputError(f"max_tasks must be in [1, {MAX_TASKS}], not {self.max_tasks!r}")
+        _check_connection_limits(self)
         return self
+
+
+MAX_CONNECTIONS_RANGE = (MIN_CONNECTIONS, 65536)  # fewer leave too little room for root and the Slurm user
+
+
+def _check_connection_limits(config: DaemonConfig) -> None:
+    low, high = MAX_CONNECTIONS_RANGE
+    if not low <= config.max_connections <= high:
+        raise InputError(f"max_connections must be in [{low}, {high}], not {config.max_connections!r}")
+    if not 1 <= config.max_connections_per_uid <= high:  # above max_connections it is max_connections
+        raise InputError(f"max_connections_per_uid must be in [1, {high}], not {config.max_connections_per_uid!r}")
 
 
 _FIELDS = {f.name: f for f in fields(DaemonConfig)}

@@ -25,6 +25,7 @@ from slurm_advisor.daemon.claims import Claims
 from slurm_advisor.daemon.config import DaemonConfig
 from slurm_advisor.daemon.gc_pauses import FrozenHeap
 from slurm_advisor.daemon.jobcomp import JobCompFile, configured
+from slurm_advisor.daemon.limits import ConnectionLimits
 from slurm_advisor.daemon.metrics import DaemonMetrics
 from slurm_advisor.daemon.pins import pin_of
 from slurm_advisor.daemon.protocol import MODES, ProtocolError, parse_report
@@ -425,7 +426,8 @@ def serve(config: DaemonConfig) -> None:
     try:
         server = AdvisorServer(config.socket, daemon.dispatcher(), config.client_timeout_s,
                                report_listen=(config.report_listen, config.report_port) if config.report_port else None,
-                               taken=daemon.ready is not None)
+                               taken=daemon.ready is not None,
+                               limits=ConnectionLimits(config.max_connections, config.max_connections_per_uid))
     except OSError as exc:
         daemon.stop()
         where = config.socket if not config.report_port else f"{config.socket} and {config.report_listen}:{config.report_port}"

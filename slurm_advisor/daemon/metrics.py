@@ -47,6 +47,9 @@ _STATE_COUNTERS = {
     "released": "Pinned or capped jobs the daemon released (after pin_bound_s, or when their nodes were taken).",
     "released_taken": "Of those, released at once because the nodes they were pinned to were taken.",
     "claims_unseen_dropped": "Claims dropped because Slurm never listed their job (rejected, cancelled at once).",
+    "connections_refused": "Connections refused at once (over the per-uid or total limit).",
+    "connections_dropped": "Connections dropped (a request not whole by its deadline, replies not read).",
+    "accept_failures": "Failed accepts on the daemon's sockets (e.g. out of file descriptors).",
     "model_reload_failures": "Models that did not load (at start: slurm-default serves; promoted: the current one kept).",
 }
 _WRITER_COUNTERS = {

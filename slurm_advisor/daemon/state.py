@@ -44,6 +44,9 @@ class Counters:
     #                                 promoted later (the current one kept)
     ready_taken: int = 0            # decisions the hook took from the ready answers (no round trip)
     ready_refused: int = 0          # takes from a peer that may not ask for advice, or malformed
+    connections_refused: int = 0    # over max_connections or a peer's quota: one error line, closed
+    connections_dropped: int = 0    # past their deadline with a request unfinished or replies unread
+    accept_failures: int = 0        # accept() failed (out of file descriptors): the listener rested
 
 
 class DaemonState:
