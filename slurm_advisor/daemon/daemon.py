@@ -201,7 +201,8 @@ class Daemon:
                 "reports_written": self.reports.written, "reports_dropped": self.reports.dropped,
                 "outcomes_written": self.outcomes.written, **vars(self.state.counters),
                 **({} if self.ready is None else {"ready_published": self.ready.published,
-                                                  "ready_unknown": self.ready.unknown})}
+                                                  "ready_unknown": self.ready.unknown,
+                                                  "ready_keys_ignored": self.ready.ignored_keys})}
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> None:
