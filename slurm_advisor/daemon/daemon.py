@@ -37,6 +37,7 @@ from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
 from slurm_advisor.domain.report import SpeedReport
 from slurm_advisor.errors import InputError
+from slurm_advisor.plausible_speeds import TypeSpeeds
 from slurm_advisor.policies import FROM_MODEL
 from slurm_advisor.store import Store
 
@@ -80,6 +81,7 @@ class Daemon:
         self._open: dict[str, str | None] = {}  # advised jobs not seen to end: job id -> decision id
         self.jobcomp = jobcomp
         self.metrics = DaemonMetrics(self) if config.metrics_port else None
+        self.type_speeds = TypeSpeeds()  # the speeds reported since start, per job type (plausible_speeds)
 
     # -- requests ---------------------------------------------------------------------------
     def advise(self, fields: Any, ready_key: Any = None) -> dict[str, Any]:
@@ -166,13 +168,29 @@ class Daemon:
                                     f"(it reads the queue every {self.config.refresh_s:g} s); retry later")
             if uid not in (0, owner):
                 raise ProtocolError(f"report: uid {uid} is neither root nor the owner of job {parsed.job_id}")
+            typed = self._typed_speed(parsed.job_id, parsed.iterations / parsed.seconds)
         except ProtocolError:
             self.state.counters.reports_refused += 1
             raise
+        if typed is not None:
+            self.type_speeds.add(*typed)
         now = time.time()
         self.reports.put((SpeedReport(parsed.job_id, uid, parsed.iterations, parsed.seconds, now, decision, now),
                           self.state.latest()))
         return {"ok": True}
+
+    def _typed_speed(self, job_id: str, speed: float) -> tuple[str, float] | None:
+        """(job type, speed per worker) of a job the latest snapshot shows running; ProtocolError
+        when the speed is implausible beside the type's known ones. None: no type to judge by."""
+        snapshot = self.state.latest()
+        running = None if snapshot is None else snapshot.running_job(job_id)
+        if running is None:
+            return None
+        per_worker = speed / max(1, running.job.num_workers)
+        problem = self.type_speeds.problem(running.job.type, per_worker)
+        if problem is not None:
+            raise ProtocolError(f"report: {problem}")
+        return running.job.type, per_worker
 
     def switch_mode(self, mode: Any) -> dict[str, Any]:
         if mode not in MODES:
