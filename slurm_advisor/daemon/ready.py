@@ -288,5 +288,5 @@ def key_problem(key: Any) -> str | None:
 def _unlink(path: Path) -> None:
     try:
         path.unlink()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # the socket's directory may be a file: nothing there
         pass
