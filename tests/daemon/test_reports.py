@@ -95,12 +95,14 @@ def test_non_finite_numbers_are_refused(reporting, number):
     assert reply["ok"] is False and ("not a number" in reply["error"] or "iterations must be" in reply["error"])
 
 
-def test_a_4000_digit_report_value_is_a_one_line_error_and_no_traceback(reporting, caplog):
+@pytest.mark.parametrize(("number", "words"), [(b"7" * 4000, b"at most 20 digits"),
+                                               (b"7" * 4000 + b".5", b"iterations must be a finite number > 0")])
+def test_a_4000_digit_report_value_is_a_one_line_error_and_no_traceback(reporting, caplog, number, words):
     daemon, _ = reporting
-    line = b'{"v": 1, "op": "report", "job_id": "101", "iterations": ' + b"7" * 4000 + b', "seconds": 1}\n'
+    line = b'{"v": 1, "op": "report", "job_id": "101", "iterations": ' + number + b', "seconds": 1}\n'
     with caplog.at_level("DEBUG", logger="slurm_advisor"):
         reply = raw_exchange(daemon.config.socket, line)
-    assert reply.count(b"\n") == 1 and json.loads(reply)["ok"] is False and b"at most 20 digits" in reply
+    assert reply.count(b"\n") == 1 and json.loads(reply)["ok"] is False and words in reply
     assert call(daemon.config.socket, "health")["ok"] is True
     assert not any(r.exc_info for r in caplog.records), [r.getMessage() for r in caplog.records]
 
