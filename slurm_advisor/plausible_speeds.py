@@ -3,7 +3,8 @@
 A speed is iterations per second. It must be finite and within a fixed absolute range
 (``MIN_SPEED`` to ``MAX_SPEED``): a report of 1e-300 iterations over 1e300 s gave a stored speed
 of 0.0, and three such samples among 114 made every later retrain end in a traceback (log 0).
-Once a job type has ``TYPE_MIN_KNOWN`` known speeds, a new one may also be at most
+Once a job type has ``TYPE_MIN_KNOWN`` known speeds (the daemon seeds them from the store's newest
+live samples at start, then adds each report it takes), a new one may also be at most
 ``TYPE_FACTOR`` times off their median (per worker, so that a 64-worker job and a 1-worker job of
 the same type compare). Pure: no I/O, no clock, and no numpy (outside ``domain``, whose package
 imports it): the protocol, which job-side reporters import, uses ``speed_problem``.
@@ -63,6 +64,19 @@ class TypeSpeeds:
     def add(self, job_type: str, per_worker: float) -> None:
         with self._lock:
             self._speeds.setdefault(job_type, deque(maxlen=self.window)).append(per_worker)
+
+    def known(self, job_type: str) -> int:
+        with self._lock:
+            return len(self._speeds.get(job_type, ()))
+
+    def seed(self, samples: Iterable[SpeedSample]) -> int:
+        """Add the usable ``samples`` (oldest first) as known speeds; returns how many."""
+        added = 0
+        for sample in samples:
+            if sample_problem(sample) is None:
+                self.add(sample.subject.job.type, sample.speed / sample.subject.job.num_workers)
+                added += 1
+        return added
 
 
 def sample_problem(sample: SpeedSample) -> str | None:

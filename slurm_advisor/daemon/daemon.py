@@ -37,7 +37,7 @@ from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
 from slurm_advisor.domain.report import SpeedReport
 from slurm_advisor.errors import InputError
-from slurm_advisor.plausible_speeds import TypeSpeeds
+from slurm_advisor.plausible_speeds import TYPE_MIN_KNOWN, TypeSpeeds
 from slurm_advisor.policies import FROM_MODEL
 from slurm_advisor.store import Store
 
@@ -46,6 +46,7 @@ _PACKAGED_MODEL = Path(__file__).resolve().parent.parent / "data" / "model"  # a
 _RECENT = 10_000  # decisions kept in memory for unpinning (the user's node counts, what a pin needs) and reports
 _SWITCH_INTERVAL_S = 0.0005  # the GIL's switch interval while serving (see start)
 _TRACKED = 100_000  # advised jobs whose last recorded state is remembered (an outcome per change)
+_SEED_SAMPLES = 2_000  # the newest live samples that give each job type its known speeds at start
 
 
 class Daemon:
@@ -179,6 +180,19 @@ class Daemon:
                           self.state.latest()))
         return {"ok": True}
 
+    def _seed_type_speeds(self) -> None:
+        """Each job type's known speeds from the store's newest live samples (a restart keeps
+        judging reports by them); a store that cannot be read leaves only the absolute range."""
+        if self.store is None:
+            return
+        try:
+            newest = self.store.load_samples(source="live", limit=_SEED_SAMPLES, newest=True, skipped={})
+        except InputError as exc:
+            log.warning("known speeds not read (%s): reports are judged by the absolute range until "
+                        "their types have %d", exc, TYPE_MIN_KNOWN)
+            return
+        self.type_speeds.seed(reversed(newest))
+
     def _typed_speed(self, job_id: str, speed: float) -> tuple[str, float] | None:
         """(job type, speed per worker) of a job the latest snapshot shows running; ProtocolError
         when the speed is implausible beside the type's known ones. None: no type to judge by."""
@@ -234,6 +248,7 @@ class Daemon:
                 log.error("cannot read open outcomes: %s", exc)
         if self.metrics is not None:
             self.metrics.start(self.config.metrics_address, self.config.metrics_port)
+        self._seed_type_speeds()
         for writer in (self.writer, self.reports, self.outcomes):
             writer.start()
         self.refresher.start()

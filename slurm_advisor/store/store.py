@@ -134,11 +134,13 @@ class Store(OutcomesAndModels):
         return SampleBatch(self, size)
 
     def load_samples(self, *, source: str | None = None, limit: int | None = None,
-                     skipped: dict[str, int] | None = None) -> list[SpeedSample]:
-        """Samples in insertion order, optionally only one ``source`` and at most ``limit`` of them.
-        A row that does not decode is an InputError naming it, or, given ``skipped``, left out and
-        counted there under "unreadable" (what training does: one damaged row must not stop it)."""
-        query = select(SpeedSampleRow.id, SpeedSampleRow.sample).order_by(SpeedSampleRow.id)
+                     skipped: dict[str, int] | None = None, newest: bool = False) -> list[SpeedSample]:
+        """Samples in insertion order (``newest``: the reverse), optionally only one ``source`` and
+        at most ``limit`` of them. A row that does not decode is an InputError naming it, or, given
+        ``skipped``, left out and counted there under "unreadable" (what training does: one damaged
+        row must not stop it)."""
+        order = SpeedSampleRow.id.desc() if newest else SpeedSampleRow.id
+        query = select(SpeedSampleRow.id, SpeedSampleRow.sample).order_by(order)
         if source is not None:
             query = query.where(SpeedSampleRow.source == source)
         if limit is not None:

@@ -8,6 +8,7 @@ import shutil
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,30 @@ def test_once_a_type_has_20_speeds_a_report_100x_off_their_median_is_refused(tmp
             daemon.report({"job_id": "102", "iterations": 0.01, "seconds": 1.0}, 0)
         assert daemon.report({"job_id": "102", "iterations": 400, "seconds": 1.0}, 0) == {"ok": True}  # 50/worker
         assert daemon.state.counters.reports_refused == 2
+    finally:
+        daemon.stop()
+
+
+def test_a_restarted_daemon_judges_reports_by_the_stored_speeds(tmp_path):
+    """The known speeds come from the store's newest live samples at start, not only from the
+    reports taken since."""
+    from slurm_advisor.domain import RunningJob, SpeedSample
+    job = Job("101", "resnet50", 0, 2, Resources(1, 1, 1000), Resources(1, 1, 1000), 1.0)
+    placement = Placement.of(job, ["n1", "n2"])
+    stored = [SpeedSample(float(i), RunningJob(job, placement, 0.0), (), (), 10.0, source="live") for i in range(20)]
+    with Store.open(str(tmp_path / "advisor.db")) as store:
+        store.record_samples(stored + [replace(stored[0], speed=0.0)])  # an unusable one is not known
+    snapshot = ClusterSnapshot.empty(NODES).with_job(job, placement)
+    daemon = make_daemon(tmp_path, queue=ListedQueue({"101": 0}), source=StaticSource(snapshot))
+    daemon.start()
+    try:
+        assert daemon.type_speeds.known("resnet50") == 20
+        deadline = time.monotonic() + 10
+        while daemon.state.job("101")[0] is None:
+            assert time.monotonic() < deadline, "no refresh listed the job"
+            time.sleep(0.01)
+        with pytest.raises(ProtocolError, match=r"from the median 5 of the 20 known resnet50 speeds"):
+            daemon.report({"job_id": "101", "iterations": 2000, "seconds": 1.0}, 0)
     finally:
         daemon.stop()
 
