@@ -93,7 +93,8 @@ def _parse_row(path: Path, line: int, row: dict[str, str]) -> Job:
     def integer(name: str, minimum: int = 0) -> int:
         raw = field(name)
         if len(raw) > 20:  # int() of thousands of digits is slow, then refused anyway
-            raise InputError(f"{path}: line {line}: column '{name}': {len(raw)} digits; at most {_INT_MAX[name]:,}")
+            raise InputError(f"{path}: line {line}: column '{name}': a {len(raw)}-character number; "
+                             f"at most {_INT_MAX[name]:,}")
         try:
             value = int(raw)
         except ValueError:
