@@ -105,8 +105,8 @@ def usable_samples(samples: Iterable[SpeedSample]) -> tuple[list[SpeedSample], C
     return kept, skipped
 
 
-def describe_skipped(skipped: Counter[str] | dict[str, int]) -> str:
+def describe_skipped(skipped: Counter[str] | dict[str, int], verb: str = "skipped ") -> str:
     """One line: ``skipped 5 samples training cannot use: 3 non-positive speed, 2 unreadable``."""
     total = sum(skipped.values())
     reasons = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
-    return f"skipped {total} sample{'s' if total != 1 else ''} training cannot use: {reasons}"
+    return f"{verb}{total} sample{'s' if total != 1 else ''} training cannot use: {reasons}"

@@ -40,7 +40,7 @@ def fit_site_model(samples: Sequence[SpeedSample], hp: Hyper, progress=None) -> 
         raise ValueError(f"need at least 20 speed samples to fit the speed model, got {len(samples)}")
     _, unusable = usable_samples(samples)
     if unusable:  # log(0) = -inf would make every loss NaN (callers filter with usable_samples)
-        raise InputError(f"cannot fit the speed model: {describe_skipped(unusable).replace('skipped ', '', 1)}")
+        raise InputError(f"cannot fit the speed model: {describe_skipped(unusable, verb='')}")
     vocab = TypeVocab.from_samples(samples, hp.speed_min_type_samples, hp.speed_min_type_jobs,
                                    hp.speed_min_node_samples)
     batch = F.Batch.of([F.sample_context(s, vocab) for s in samples], vocab.n_slots)

@@ -2,7 +2,8 @@
 
 **Samples** (live and sim): those training can use (``training_samples``: a stored sample whose
 speed is not finite, not positive or outside the plausible range, or whose row does not decode,
-is skipped, counted by reason and named in the log and the summary), ordered by time, sim samples before live ones (sim samples are the
+is skipped, counted by reason and named in the log and the summary), ordered by time, sim
+samples before live ones (sim samples are the
 bootstrap recorded before the site ran live, and their clock starts at 0 while live samples
 carry epoch times); the last ``holdout_fraction`` of that order, at most ``holdout_max`` samples, is
 held out and never trained on (a share alone would grow with the store: a site a year in would never
