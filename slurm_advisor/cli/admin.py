@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from slurm_advisor.cli import admin_views as views
+from slurm_advisor.cli.output import replaced_whole
 from slurm_advisor.daemon.config import DaemonConfig, load_config
 from slurm_advisor.daemon.protocol import MODES
 from slurm_advisor.errors import InputError
@@ -212,13 +213,10 @@ def export(what, out, db, config_file) -> None:
     columns, rows_of = _EXPORTS[what]
     with _store(_config(config_file, db=db)) as store:
         rows = rows_of(store)
-    try:
-        with out.open("w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=columns)
-            writer.writeheader()
-            writer.writerows(rows)
-    except OSError as exc:
-        raise InputError(f"{out}: cannot write: {exc.strerror}") from None
+    with replaced_whole(out) as tmp, tmp.open("w", newline="", encoding="utf-8") as f:  # whole or not at all
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
     click.echo(f"wrote {len(rows)} {what} to {out}")
 
 

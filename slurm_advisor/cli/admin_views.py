@@ -17,6 +17,7 @@ from slurm_advisor.errors import InputError
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _FIRST_PAGE = 200  # decisions read per store call when scanning; doubles each call
+MAX_SINCE_DAYS = 36_500  # a century back: further, datetime's arithmetic overflows
 
 
 def parse_since(text: str | None, now: datetime | None = None) -> datetime | None:
@@ -26,7 +27,10 @@ def parse_since(text: str | None, now: datetime | None = None) -> datetime | Non
     now = now or datetime.now(UTC)
     match = _RELATIVE.match(text.strip())
     if match:
-        return now - timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+        seconds = float(match.group(1)) * _UNITS[match.group(2)]
+        if seconds > MAX_SINCE_DAYS * 86400:  # 99999999d raised OverflowError
+            raise InputError(f"--since {text!r}: at most {MAX_SINCE_DAYS}d ({MAX_SINCE_DAYS // 365} years) back")
+        return now - timedelta(seconds=seconds)
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:

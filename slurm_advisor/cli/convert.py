@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from slurm_advisor.cli.output import replaced_whole
 from slurm_advisor.domain import Job
 from slurm_advisor.sim.converters.gavel import gavel_jobs
 from slurm_advisor.sim.converters.philly import philly_jobs
@@ -19,7 +20,8 @@ _SEED = click.option("--seed", default=0, show_default=True, help="Seed of the r
 
 
 def _write(out: Path, jobs: list[Job]) -> None:
-    n = write_trace(out, jobs)
+    with replaced_whole(out) as tmp:  # a failed write leaves no truncated trace
+        n = write_trace(tmp, jobs)
     click.echo(f"wrote {n} jobs to {out}")
 
 

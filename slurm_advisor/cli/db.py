@@ -19,7 +19,7 @@ def upgrade(url: str | None) -> None:
     from slurm_advisor.store import Store
     from slurm_advisor.store.store import mask_url, normalize_url
 
-    target = url or load_config(None, os.environ).db
+    target = url if url is not None else load_config(None, os.environ).db  # "" is refused, not the default
     with Store.open(target) as store:
         revision = store.revision()
     click.echo(f"{mask_url(normalize_url(target))}: at revision {revision}")

@@ -40,8 +40,20 @@ def serve(source, socket_path, mode, db, model, policy, cluster, config_file, re
              "cluster": cluster, "refresh_s": refresh_s, "log_file": log_file, "log_level": log_level,
              "report_port": report_port}
     config = load_config(config_file, os.environ, flags)
+    _check_socket_directory(config.socket)
     _setup_logging(config)
     run(config)
+
+
+def _check_socket_directory(socket: Path) -> None:
+    """The socket's directory is made if missing; one that is a file is an error before any work."""
+    from slurm_advisor.errors import InputError
+
+    for parent in socket.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"socket {socket}: {parent} is not a directory")
+            return
 
 
 def _setup_logging(config: DaemonConfig) -> None:

@@ -39,6 +39,7 @@ def parse_policies(value: str) -> list[str]:
 def simulate(cluster, trace, speed_model, policies, model_dir, record_to, sample_noise, seed, as_json, plot):
     """Run a trace through the simulator once per policy, on the same inputs and seed."""
     from slurm_advisor.cli.inputs import read_inputs
+    from slurm_advisor.cli.output import replaced_whole
     from slurm_advisor.sim.floor import floor_avg_jct
     from slurm_advisor.sim.report import plot_jct_cdf, summaries, table
     from slurm_advisor.sim.runner import compare
@@ -60,13 +61,14 @@ def simulate(cluster, trace, speed_model, policies, model_dir, record_to, sample
     else:
         click.echo(table(results, floor=floor_avg_jct(nodes, jobs, truth, seed=seed)))
     if plot:
-        plot_jct_cdf(results, plot, title=f"{trace.name} on {cluster.name} ({truth.name})")
+        with replaced_whole(plot) as tmp:
+            plot_jct_cdf(results, tmp, title=f"{trace.name} on {cluster.name} ({truth.name})")
         if not as_json:
             click.echo(f"plot written to {plot}")
 
 
 def _open_store(url: str | None):
-    if not url:
+    if url is None:  # "" is refused by the store, as every command's empty --db
         return None
     from slurm_advisor.store import Store
     return Store.open(url)

@@ -5,6 +5,7 @@ wrong type is one message naming the file (or variable, or flag) and the valid k
 """
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -60,32 +61,53 @@ class DaemonConfig:
             raise InputError(f"mode {self.mode!r}: expected one of {', '.join(MODES)}")
         if self.source not in SOURCES:
             raise InputError(f"source {self.source!r}: expected one of {', '.join(SOURCES)}")
-        for name in ("refresh_s", "claim_ttl_s", "pin_bound_s", "hold_wait_s", "command_timeout_s",
-                     "client_timeout_s"):
-            if not getattr(self, name) > 0:
-                raise InputError(f"{name} must be positive, not {getattr(self, name)!r}")
-        if not 0 <= self.ready_keys <= 64:
-            raise InputError(f"ready_keys must be in [0, 64], not {self.ready_keys!r}")
-        for name in ("metrics_port", "report_port"):
-            if not 0 <= getattr(self, name) <= 65535:
-                raise InputError(f"{name} must be a TCP port (0 = off), not {getattr(self, name)!r}")
+        for name in RANGES:
+            check_range(name, getattr(self, name), name)
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):
             raise InputError(f"log_level {self.log_level!r}: expected debug, info, warning or error")
-        if not 1 <= self.max_tasks <= MAX_TASKS:
-            raise InputError(f"max_tasks must be in [1, {MAX_TASKS}], not {self.max_tasks!r}")
-        _check_connection_limits(self)
         return self
 
 
-MAX_CONNECTIONS_RANGE = (MIN_CONNECTIONS, 65536)  # fewer leave too little room for root and the Slurm user
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric setting may take, bounds included; ``what`` names them in the message."""
+
+    low: float
+    high: float
+    unit: str = ""
+    what: str = ""
+
+    def describe(self) -> str:
+        return self.what or f"from {self.low:g} to {self.high:g}{self.unit}"
 
 
-def _check_connection_limits(config: DaemonConfig) -> None:
-    low, high = MAX_CONNECTIONS_RANGE
-    if not low <= config.max_connections <= high:
-        raise InputError(f"max_connections must be in [{low}, {high}], not {config.max_connections!r}")
-    if not 1 <= config.max_connections_per_uid <= high:  # above max_connections it is max_connections
-        raise InputError(f"max_connections_per_uid must be in [1, {high}], not {config.max_connections_per_uid!r}")
+PORT = Range(0, 65535, what="a TCP port (0 = off, at most 65535)")
+# Every numeric setting's valid values (docs/admin-guide.md "Settings" lists them). A value
+# outside is refused at start: refresh_s = 1e308 killed the refresh and ready threads (a wait
+# beyond threading.TIMEOUT_MAX raises), client_timeout_s = 1e-9 dropped 18 of 20 requests.
+RANGES: dict[str, Range] = {
+    "refresh_s": Range(0.01, 86400, " s"),           # up to a day between snapshots
+    "claim_ttl_s": Range(0.1, 7 * 86400, " s"),      # a claim outliving a week is a leak
+    "pin_bound_s": Range(1, 7 * 86400, " s"),
+    "hold_wait_s": Range(1, 7 * 86400, " s"),        # Slurm's --switches wait, whole seconds
+    "command_timeout_s": Range(0.1, 3600, " s"),
+    "client_timeout_s": Range(0.5, 3600, " s"),      # below, a loaded hook misses it
+    "ready_keys": Range(0, 64),
+    "metrics_port": PORT,
+    "report_port": PORT,
+    "max_tasks": Range(1, MAX_TASKS),                 # the marker's own bound
+    # fewer connections leave too little room for root and the Slurm user; a per-uid limit above
+    # max_connections is max_connections
+    "max_connections": Range(MIN_CONNECTIONS, 65536),
+    "max_connections_per_uid": Range(1, 65536),
+}
+
+
+def check_range(name: str, value: float, where: str) -> None:
+    """Refuse ``value`` (NaN and infinities included) outside ``name``'s range, naming the range."""
+    bounds = RANGES.get(name)
+    if bounds is not None and not bounds.low <= value <= bounds.high:
+        raise InputError(f"{where} must be {bounds.describe()}, not {value!r}")
 
 
 _FIELDS = {f.name: f for f in fields(DaemonConfig)}
@@ -116,7 +138,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: cannot read config: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 (byte {exc.start})") from None
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError, or int() of a literal of more than 4,300 digits
         raise InputError(f"{path}: not valid TOML: {exc}") from None
     return data.get("daemon", data) if isinstance(data.get("daemon"), dict) else data
 
@@ -126,7 +148,9 @@ def _apply(config: DaemonConfig, values: Mapping[str, Any], *, where: str, prefi
     for key, raw in values.items():
         if key not in _FIELDS:
             raise InputError(f"{where}: unknown setting {key!r}; valid: {', '.join(_FIELDS)}")
-        changes[key] = _convert(key, raw, f"{where}: {prefix}{key.upper()}" if prefix else f"{where}: {key}")
+        named = f"{where}: {prefix}{key.upper()}" if prefix else f"{where}: {key}"
+        changes[key] = _convert(key, raw, named)
+        check_range(key, changes[key], f"{named}: {key}" if prefix else named)
     return replace(config, **changes)
 
 
@@ -146,7 +170,7 @@ def _convert(key: str, raw: Any, where: str) -> Any:
     if key in _INTS:
         if isinstance(raw, int) and not isinstance(raw, bool):
             return raw
-        if isinstance(raw, str) and raw.strip().isdigit():
+        if isinstance(raw, str) and re.fullmatch(r"[0-9]{1,18}", raw.strip()):  # ASCII digits, int()-safe
             return int(raw)
         raise InputError(f"{where} must be a whole number, not {raw!r}")
     if not isinstance(raw, str):

@@ -41,6 +41,7 @@ from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
 from slurm_advisor.domain.report import SpeedReport
 from slurm_advisor.errors import InputError
+from slurm_advisor.plausible_speeds import TYPE_MIN_KNOWN, TypeSpeeds
 from slurm_advisor.policies import FROM_MODEL
 from slurm_advisor.store import Store
 
@@ -50,6 +51,7 @@ _RECENT = 10_000  # decisions kept in memory for unpinning (the user's node coun
 _SWITCH_INTERVAL_S = 0.0005  # the GIL's switch interval while serving (see start)
 _SERVER_SPOOL = Path("/var/lib/slurm-advisor/spool")  # the spool of a PostgreSQL store, by default
 _TRACKED = 100_000  # advised jobs whose last recorded state is remembered (an outcome per change)
+_SEED_SAMPLES = 2_000  # the newest live samples that give each job type its known speeds at start
 
 
 class Daemon:
@@ -90,6 +92,7 @@ class Daemon:
         self._last_received = 0.0  # reports' receipt times, strictly increasing: a report's key in the store
         self.jobcomp = jobcomp
         self.metrics = DaemonMetrics(self) if config.metrics_port else None
+        self.type_speeds = TypeSpeeds()  # the speeds reported since start, per job type (plausible_speeds)
 
     # -- requests ---------------------------------------------------------------------------
     def advise(self, fields: Any, ready_key: Any = None) -> dict[str, Any]:
@@ -176,13 +179,42 @@ class Daemon:
                                     f"(it reads the queue every {self.config.refresh_s:g} s); retry later")
             if uid not in (0, owner):
                 raise ProtocolError(f"report: uid {uid} is neither root nor the owner of job {parsed.job_id}")
+            typed = self._typed_speed(parsed.job_id, parsed.iterations / parsed.seconds)
         except ProtocolError:
             self.state.counters.reports_refused += 1
             raise
+        if typed is not None:
+            self.type_speeds.add(*typed)
         now = self._last_received = max(time.time(), math.nextafter(self._last_received, math.inf))
         self.reports.put((SpeedReport(parsed.job_id, uid, parsed.iterations, parsed.seconds, now, decision, now),
                           self.state.latest()))
         return {"ok": True}
+
+    def _seed_type_speeds(self) -> None:
+        """Each job type's known speeds from the store's newest live samples (a restart keeps
+        judging reports by them); a store that cannot be read leaves only the absolute range."""
+        if self.store is None:
+            return
+        try:
+            newest = self.store.load_samples(source="live", limit=_SEED_SAMPLES, newest=True, skipped={})
+        except InputError as exc:
+            log.warning("known speeds not read (%s): reports are judged by the absolute range until "
+                        "their types have %d", exc, TYPE_MIN_KNOWN)
+            return
+        self.type_speeds.seed(reversed(newest))
+
+    def _typed_speed(self, job_id: str, speed: float) -> tuple[str, float] | None:
+        """(job type, speed per worker) of a job the latest snapshot shows running; ProtocolError
+        when the speed is implausible beside the type's known ones. None: no type to judge by."""
+        snapshot = self.state.latest()
+        running = None if snapshot is None else snapshot.running_job(job_id)
+        if running is None:
+            return None
+        per_worker = speed / max(1, running.job.num_workers)
+        problem = self.type_speeds.problem(running.job.type, per_worker)
+        if problem is not None:
+            raise ProtocolError(f"report: {problem}")
+        return running.job.type, per_worker
 
     def switch_mode(self, mode: Any) -> dict[str, Any]:
         if mode not in MODES:
@@ -215,7 +247,8 @@ class Daemon:
                 "outcomes_written": self.outcomes.written, "policy_errors": self.service.advisor.errors,
                 **vars(self.state.counters),
                 **({} if self.ready is None else {"ready_published": self.ready.published,
-                                                  "ready_unknown": self.ready.unknown})}
+                                                  "ready_unknown": self.ready.unknown,
+                                                  "ready_keys_ignored": self.ready.ignored_keys})}
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -229,6 +262,7 @@ class Daemon:
                 log.error("cannot read open outcomes: %s", exc)
         if self.metrics is not None:
             self.metrics.start(self.config.metrics_address, self.config.metrics_port)
+        self._seed_type_speeds()
         for writer in (self.writer, self.reports, self.outcomes):
             writer.start()
         self.refresher.start()

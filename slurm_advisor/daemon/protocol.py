@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from slurm_advisor.plausible_speeds import speed_problem
+
 VERSION = 1
 MAX_LINE = 64 * 1024
 #: Deepest nesting of objects and arrays in a request: the deepest the protocol uses is 3 (a
@@ -23,7 +25,6 @@ ENV_LAYOUT = "SLURM_ADVISOR_LAYOUT"
 ENV_DECISION = "SLURM_ADVISOR_DECISION"
 
 _JOB_ID_RE = re.compile(r"[0-9]{1,20}")
-MAX_REPORT_SPEED = 1e6  # iterations/s: beyond this a report is a bug or a lie, not a speed
 
 
 class ProtocolError(ValueError):
@@ -113,16 +114,17 @@ class ReportRequest:
 
 
 def parse_report(request: dict[str, Any]) -> ReportRequest:
-    """The ``report`` request's fields, checked: finite, positive, at most MAX_REPORT_SPEED it/s."""
+    """The ``report`` request's fields, checked: finite, positive, a speed in the plausible
+    absolute range (``domain.speeds``; the job type's own range is the daemon's to check)."""
     job_id = request.get("job_id")
     if isinstance(job_id, int) and not isinstance(job_id, bool):
         job_id = str(job_id)
     if not isinstance(job_id, str) or not _JOB_ID_RE.fullmatch(job_id):
         raise ProtocolError(f"report: job_id must be Slurm's numeric job id, not {job_id!r}")
     iterations, seconds = _positive(request, "iterations"), _positive(request, "seconds")
-    speed = iterations / seconds
-    if not speed <= MAX_REPORT_SPEED:
-        raise ProtocolError(f"report: iterations/seconds is {speed:.3g} it/s, above {MAX_REPORT_SPEED:g}")
+    problem = speed_problem(iterations / seconds)
+    if problem is not None:
+        raise ProtocolError(f"report: iterations/seconds: {problem}")
     return ReportRequest(job_id, float(iterations), float(seconds))
 
 

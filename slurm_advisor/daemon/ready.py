@@ -44,7 +44,7 @@ from slurm_advisor.domain.decision import Decision
 log = logging.getLogger("slurm_advisor.daemon")
 READY_SUFFIX = ".ready"
 TAKEN_SUFFIX = ".taken"
-MAX_KEY = 4096           # a ready_key longer than this is not remembered
+MAX_KEY = 4096           # bytes of UTF-8: a longer ready_key is not remembered
 _GENERATIONS_KEPT = 4    # a take may name an answer of a file already replaced
 
 
@@ -105,12 +105,17 @@ class ReadyAnswers:
         self._thread = threading.Thread(target=self._run, name="ready-answers", daemon=True)
         self._fd: int | None = None
         self._length = 0                 # the file's length as last written (0: empty, or none)
+        self.ignored_keys = 0            # ready_keys refused by key_problem
 
     # -- called by the daemon (under its advise lock where said) ------------------------------
-    def remember(self, key: Any, fields: dict[str, Any]) -> None:
-        """A request the hook sent with its ``ready_key``: kept (most recent first) and answered ahead."""
-        if not isinstance(key, str) or not key or len(key) > MAX_KEY:
-            return
+    def remember(self, key: Any, fields: dict[str, Any]) -> str | None:
+        """A request the hook sent with its ``ready_key``: kept (most recent first) and answered
+        ahead. A key the file could not carry is ignored and counted; returns why (None: kept)."""
+        problem = key_problem(key)
+        if problem is not None:
+            self.ignored_keys += 1
+            log.debug("ready_key ignored: %s", problem)
+            return problem
         with self.lock:
             known = key in self._keys
             self._keys[key] = fields
@@ -120,6 +125,7 @@ class ReadyAnswers:
             self._full |= not known
         if not known:
             self._wake.set()
+        return None
 
     def withdraw(self) -> None:
         """Under the advise lock: a decision changed the claims; the file's answers may overlap it.
@@ -264,8 +270,23 @@ class ReadyAnswers:
         return "".join(json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n" for line in lines)
 
 
+def key_problem(key: Any) -> str | None:
+    """Why the ready-answers file cannot carry ``key`` (None: it can). The file is UTF-8: one key
+    that does not encode (a lone surrogate, which JSON's \\ud800 decodes to) would stop every
+    rebuild until newer keys pushed it out."""
+    if not isinstance(key, str):
+        return f"ready_key must be a string, not {type(key).__name__}"
+    if not key:
+        return "ready_key is empty"
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        return f"ready_key does not encode as UTF-8 (character {exc.start})"
+    return f"ready_key of {size} bytes; at most {MAX_KEY}" if size > MAX_KEY else None
+
+
 def _unlink(path: Path) -> None:
     try:
         path.unlink()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # the socket's directory may be a file: nothing there
         pass

@@ -10,6 +10,7 @@ from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.plots import plot_learning_curve
 from slurm_advisor.learned.train import Ablation, train
+from slurm_advisor.retrain.data import training_samples
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.trace import read_trace
 from slurm_advisor.store import Store
@@ -19,14 +20,15 @@ def train_and_save(db_url: str, cluster: Path, trace: Path, out: Path, hp: Hyper
                    ablation: Ablation | None = None, log=print, progress: bool = True) -> dict:
     nodes, jobs = read_cluster(cluster), read_trace(trace)
     with Store.open(db_url, create=False) as store:  # reading: a mistyped path is an error
-        samples = store.load_samples()
+        samples, skipped = training_samples(store, log)
     if len(samples) < 20:
         raise InputError(f"{db_url}: only {len(samples)} speed samples; record more with "
                          "`slurm-advisor simulate --record-to` or from the live cluster")
     with tqdm(total=hp.rl_episodes, desc="RL episodes", disable=not progress) as bar:
         report = train(samples, nodes, jobs, hp, ablation, log=log, bar=bar)
     meta = {
-        "trained_on": {"db": _masked(db_url), "samples": len(samples), "cluster": str(cluster),
+        "trained_on": {"db": _masked(db_url), "samples": len(samples), "skipped_samples": skipped,
+                       "cluster": str(cluster),
                        "trace": str(trace), "jobs": len(jobs)},
         "speed_model": {"holdout_mape": report.speed_metrics["holdout_mape"],
                         "samples": report.speed_metrics["samples"]},

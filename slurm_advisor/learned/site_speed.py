@@ -16,11 +16,13 @@ import numpy as np
 import torch
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, RunningJob, SpeedSample
+from slurm_advisor.errors import InputError
 from slurm_advisor.learned import site_features as F
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.site_net import SiteSpeedNet
 from slurm_advisor.learned.speed_model import BestEpoch, holdout_mask
 from slurm_advisor.learned.vocab import TypeVocab
+from slurm_advisor.plausible_speeds import describe_skipped, usable_samples
 
 
 def to_tensors(batch: F.Batch) -> dict[str, torch.Tensor]:
@@ -36,6 +38,9 @@ def _rows(b: dict[str, torch.Tensor], idx: torch.Tensor) -> dict[str, torch.Tens
 def fit_site_model(samples: Sequence[SpeedSample], hp: Hyper, progress=None) -> tuple[SiteSpeedModel, dict]:
     if len(samples) < 20:
         raise ValueError(f"need at least 20 speed samples to fit the speed model, got {len(samples)}")
+    _, unusable = usable_samples(samples)
+    if unusable:  # log(0) = -inf would make every loss NaN (callers filter with usable_samples)
+        raise InputError(f"cannot fit the speed model: {describe_skipped(unusable, verb='')}")
     vocab = TypeVocab.from_samples(samples, hp.speed_min_type_samples, hp.speed_min_type_jobs,
                                    hp.speed_min_node_samples)
     batch = F.Batch.of([F.sample_context(s, vocab) for s in samples], vocab.n_slots)

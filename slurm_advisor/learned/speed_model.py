@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, RunningJob, SpeedSample
+from slurm_advisor.errors import InputError
 from slurm_advisor.learned.features import FeatureSchema, NodeLoad, placement_vector, sample_vector
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.load_index import LoadIndex, others_rows
@@ -98,6 +99,11 @@ class BestEpoch:
             self.progress(epoch, error)
 
     def restore(self, net: nn.Module) -> None:
+        """The best epoch's weights. No epoch had a finite held-out error (a log speed of -inf from
+        a zero speed makes every loss NaN): a clear error, not load_state_dict(None)'s TypeError."""
+        if self.state is None:
+            raise InputError(f"the speed model's fit gave no finite held-out error in {len(self.curve)} epochs: "
+                             "not enough usable samples (are some speeds zero, negative or not finite?)")
         net.load_state_dict(self.state)
 
 

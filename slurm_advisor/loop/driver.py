@@ -44,7 +44,8 @@ from slurm_advisor.slurm.expressible import express
 from slurm_advisor.speedmodels.base import SpeedModel
 from slurm_advisor.store import Store
 
-_NEVER_S = 1e9  # the refresher's own period and the pin bound: the loop refreshes at every change
+_NEVER_S = 86400.0  # the refresher's own period and the pin bound (a day: longer than any loop, within the
+#                   config's ranges): the loop refreshes at every change
 _FLUSH_TIMEOUT_S = 60.0
 
 

@@ -1,6 +1,9 @@
 """What a retrain learns from and is judged on, read from the store.
 
-**Samples** (live and sim): ordered by time, sim samples before live ones (sim samples are the
+**Samples** (live and sim): those training can use (``training_samples``: a stored sample whose
+speed is not finite, not positive or outside the plausible range, or whose row does not decode,
+is skipped, counted by reason and named in the log and the summary), ordered by time, sim
+samples before live ones (sim samples are the
 bootstrap recorded before the site ran live, and their clock starts at 0 while live samples
 carry epoch times); the last ``holdout_fraction`` of that order, at most ``holdout_max`` samples, is
 held out and never trained on (a share alone would grow with the store: a site a year in would never
@@ -16,13 +19,14 @@ else the iterations its reports add up to (it ran at least that long); else the 
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from slurm_advisor.daemon.service import job_from_request
 from slurm_advisor.domain import Job, SpeedSample
 from slurm_advisor.errors import InputError
+from slurm_advisor.plausible_speeds import describe_skipped, usable_samples
 from slurm_advisor.slurm.marker import parse_marker
 
 MIN_TRAIN_SAMPLES = 20  # the speed model's own minimum
@@ -45,6 +49,17 @@ class JobMix:
     jobs: list[Job]
     lengths: dict[str, int] = field(default_factory=dict)  # how each job's length was known -> count
     skipped: int = 0  # decisions whose request no longer builds a job
+
+
+def training_samples(store, log) -> tuple[list[SpeedSample], dict[str, int]]:
+    """The stored samples training can use, and how many others were skipped for each reason
+    (logged in one line when any were)."""
+    skipped: dict[str, int] = {}
+    samples, implausible = usable_samples(store.load_samples(skipped=skipped))
+    skipped = dict(implausible + Counter(skipped))
+    if skipped:
+        log(describe_skipped(skipped))
+    return samples, skipped
 
 
 def split_by_time(samples: Sequence[SpeedSample], holdout_fraction: float,

@@ -32,7 +32,7 @@ from slurm_advisor.domain.model_record import ModelRecord
 from slurm_advisor.errors import InputError
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.retrain import modelsdir
-from slurm_advisor.retrain.data import JobMix, SampleSplit, recent_jobs, split_by_time
+from slurm_advisor.retrain.data import JobMix, SampleSplit, recent_jobs, split_by_time, training_samples
 from slurm_advisor.retrain.gate import Scores, Verdict, decide
 from slurm_advisor.retrain.lock import RetrainLock
 from slurm_advisor.store import Store
@@ -91,22 +91,23 @@ def run_retrain(db: str, models_dir: Path, nodes: Sequence[Node], settings: Retr
         if modelsdir.remove_stale_candidates(models_dir):
             log("removed the unfinished candidate of an earlier retrain")
         active = _reconcile(store, models_dir, log)
-        split = split_by_time(store.load_samples(), settings.holdout_fraction, settings.holdout_max)
+        samples, skipped = training_samples(store, log)
+        split = split_by_time(samples, settings.holdout_fraction, settings.holdout_max)
         mix = JobMix(list(trace), {"trace": len(trace)}) if trace else recent_jobs(store, settings.recent_jobs)
         if not mix.jobs:
             raise InputError("no advised jobs in the store to replay; pass --trace FILE for a job mix")
-        result = _retrain(store, models_dir, nodes, settings, split, mix, active, log, progress)
+        result = _retrain(store, models_dir, nodes, settings, split, mix, active, log, progress, skipped)
     result.seconds = time.time() - started
     return result
 
 
 def _retrain(store, models_dir: Path, nodes, settings: RetrainSettings, split: SampleSplit, mix: JobMix,
-             active: ModelRecord | None, log, progress) -> RetrainResult:
+             active: ModelRecord | None, log, progress, skipped: dict[str, int]) -> RetrainResult:
     from slurm_advisor.retrain.evaluate import make_judge
 
     active_dir = Path(active.directory) if active else None
     data = {"train": split.describe("train"), "holdout": split.describe("holdout"), "jobs": len(mix.jobs),
-            "job_lengths": mix.lengths, "skipped_decisions": mix.skipped}
+            "job_lengths": mix.lengths, "skipped_decisions": mix.skipped, "skipped_samples": skipped}
     log(f"retrain: {data['train']['samples']} samples to train on, {data['holdout']['samples']} held out, "
         f"{len(mix.jobs)} jobs in the mix, active model: {active.version if active else 'none (slurm-default)'}")
     report, hp = _train(split, nodes, mix.jobs, settings.hyper, active_dir, log, progress)

@@ -11,7 +11,10 @@ simulator's default time-limit rule).
 
 Bounds, so that every time the simulator derives stays finite: ``submit_time`` at most 1e10 s
 (317 years), ``iterations`` at most 1e12, ``model_size_mb`` at most 1e7 (10 TB: no model is
-larger). The file is UTF-8; a byte-order mark at the start is allowed. A bad row raises
+larger). So that no file hangs a command or overflows numpy's arrays: a task asks for at most
+what one node may have (``clusterfile.MAX_NODE``), a job has at most 100,000 PS and as many
+workers, a field is at most csv's 131,072 characters, a file at most ``MAX_TRACE_BYTES`` and
+``MAX_TRACE_JOBS`` jobs. The file is UTF-8; a byte-order mark at the start is allowed. A bad row raises
 :class:`InputError` naming file, line and column; nothing is half-loaded.
 """
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 
 from slurm_advisor.domain import Job, Resources
 from slurm_advisor.errors import InputError
+from slurm_advisor.sim.clusterfile import MAX_NODE, MAX_NODES
 
 COLUMNS = ("job_id", "submit_time", "type", "num_ps", "num_workers", "ps_cpus", "ps_gpus",
            "ps_mem_mb", "worker_cpus", "worker_gpus", "worker_mem_mb", "iterations")
@@ -32,19 +36,23 @@ MAX_SUBMIT_TIME_S = 1e10
 MAX_ITERATIONS = 1e12
 _INT_COLUMNS = ("num_ps", "num_workers", "ps_cpus", "ps_gpus", "ps_mem_mb", "worker_cpus",
                 "worker_gpus", "worker_mem_mb")
+# the most each integer column may hold: a task fits on a node, a job's tasks on the largest cluster
+_INT_MAX = {"num_ps": MAX_NODES, "num_workers": MAX_NODES, "batch_size": 10**9,
+            **{f"{role}_{r}": MAX_NODE[r] for role in ("ps", "worker") for r in ("cpus", "gpus", "mem_mb")}}
+MAX_TRACE_BYTES = 1024**3           # 1 GiB: ~10 million rows
+MAX_TRACE_JOBS = 2_000_000
 
 
 def read_trace(path: str | Path) -> list[Job]:
     """All jobs of a trace file, sorted by submit time (stable for equal times)."""
     path = Path(path)
     try:
+        if path.stat().st_size > MAX_TRACE_BYTES:
+            raise InputError(f"{path}: {path.stat().st_size:,} bytes; a trace file may hold at most "
+                             f"{MAX_TRACE_BYTES:,}")
         with path.open(newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
-            missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
-            if missing:
-                raise InputError(f"{path}: line 1: missing column(s) {', '.join(missing)}; "
-                                 f"expected {','.join(COLUMNS)}")
-            numbered = [(reader.line_num, _parse_row(path, reader.line_num, row)) for row in reader]
+            numbered = _read_rows(path, reader)
     except OSError as e:
         raise InputError(f"{path}: cannot read trace: {e.strerror}") from None
     except UnicodeDecodeError:
@@ -56,6 +64,25 @@ def read_trace(path: str | Path) -> list[Job]:
     return sorted(jobs, key=lambda j: j.submit_time)
 
 
+def _read_rows(path: Path, reader: csv.DictReader) -> list[tuple[int, Job]]:
+    numbered = []
+    try:
+        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise InputError(f"{path}: line 1: missing column(s) {', '.join(missing)}; "
+                             f"expected {','.join(COLUMNS)}")
+        for row in reader:
+            if len(numbered) == MAX_TRACE_JOBS:
+                raise InputError(f"{path}: line {reader.line_num}: more than {MAX_TRACE_JOBS:,} jobs; "
+                                 "split the trace")
+            numbered.append((reader.line_num, _parse_row(path, reader.line_num, row)))
+    except csv.Error as e:  # "field larger than field limit (131072)"
+        limit = csv.field_size_limit()
+        why = f"a field is longer than {limit} characters" if "field limit" in str(e) else str(e)
+        raise InputError(f"{path}: line {reader.line_num + 1}: {why}") from None
+    return numbered
+
+
 def _parse_row(path: Path, line: int, row: dict[str, str]) -> Job:
     def field(name: str) -> str:
         value = row.get(name)
@@ -65,12 +92,17 @@ def _parse_row(path: Path, line: int, row: dict[str, str]) -> Job:
 
     def integer(name: str, minimum: int = 0) -> int:
         raw = field(name)
+        if len(raw) > 20:  # int() of thousands of digits is slow, then refused anyway
+            raise InputError(f"{path}: line {line}: column '{name}': a {len(raw)}-character number; "
+                             f"at most {_INT_MAX[name]:,}")
         try:
             value = int(raw)
         except ValueError:
             raise InputError(f"{path}: line {line}: column '{name}': '{raw}' is not an integer") from None
         if value < minimum:
             raise InputError(f"{path}: line {line}: column '{name}': {value} is below {minimum}")
+        if value > _INT_MAX[name]:
+            raise InputError(f"{path}: line {line}: column '{name}': {value} is too large (at most {_INT_MAX[name]:,})")
         return value
 
     def number(name: str, maximum: float, positive: bool = False) -> float:

@@ -37,8 +37,14 @@ _CONNECT_TIMEOUT_S = 10  # an unreachable server should fail fast, not hang a da
 BATCH_SIZE = 5000  # samples per transaction when recording a run (one commit per event cost 7x the run)
 
 
+EMPTY_URL = "the database is empty: give a SQLite path or a SQLAlchemy URL"
+
+
 def normalize_url(url: str) -> str:
-    """A SQLAlchemy URL for ``url``; a bare path (no ``scheme://``) means a SQLite file."""
+    """A SQLAlchemy URL for ``url``; a bare path (no ``scheme://``) means a SQLite file. An empty
+    one is refused, the one rule of every command (it resolved to the working directory)."""
+    if not url.strip():
+        raise InputError(EMPTY_URL)
     if "://" in url:
         return url
     return f"sqlite:///{Path(url).expanduser().resolve()}"
@@ -134,15 +140,30 @@ class Store(OutcomesAndModels):
         already written stay)."""
         return SampleBatch(self, size)
 
-    def load_samples(self, *, source: str | None = None, limit: int | None = None) -> list[SpeedSample]:
-        """Samples in insertion order, optionally only one ``source`` and at most ``limit`` of them."""
-        query = select(SpeedSampleRow.sample).order_by(SpeedSampleRow.id)
+    def load_samples(self, *, source: str | None = None, limit: int | None = None,
+                     skipped: dict[str, int] | None = None, newest: bool = False) -> list[SpeedSample]:
+        """Samples in insertion order (``newest``: the reverse), optionally only one ``source`` and
+        at most ``limit`` of them. A row that does not decode is an InputError naming it, or, given
+        ``skipped``, left out and counted there under "unreadable" (what training does: one damaged
+        row must not stop it)."""
+        order = SpeedSampleRow.id.desc() if newest else SpeedSampleRow.id
+        query = select(SpeedSampleRow.id, SpeedSampleRow.sample).order_by(order)
         if source is not None:
             query = query.where(SpeedSampleRow.source == source)
         if limit is not None:
             query = query.limit(limit)
         with self._guard("cannot read from"), self._sessions() as session:
-            return [sample_from_dict(d) for d in session.scalars(query)]
+            rows = session.execute(query).all()
+        samples = []
+        for row_id, data in rows:
+            try:
+                samples.append(sample_from_dict(data))
+            except (LookupError, TypeError, ValueError, AttributeError) as exc:
+                if skipped is None:
+                    raise InputError(f"{self._url}: speed sample {row_id} does not decode "
+                                     f"({type(exc).__name__}: {exc})") from None
+                skipped["unreadable"] = skipped.get("unreadable", 0) + 1
+        return samples
 
     def count_samples(self, source: str | None = None) -> int:
         query = select(func.count()).select_from(SpeedSampleRow)

@@ -121,6 +121,24 @@ def test_observations_and_export(site):
         assert {r["job_id"]: r["state"] for r in csv.DictReader(f)}["502"] == "COMPLETED"
 
 
+def test_a_failed_export_leaves_the_earlier_file_whole(site, monkeypatch):
+    """export wrote the CSV in place: a write that failed half way left a truncated file."""
+    from slurm_advisor.cli import admin
+
+    class FullDisk(csv.DictWriter):
+        def writerows(self, rows):
+            self.writerow(rows[0])
+            raise OSError(28, "No space left on device")
+
+    out = site["tmp"] / "decisions.csv"
+    out.write_text("the earlier export\n")
+    monkeypatch.setattr(admin.csv, "DictWriter", FullDisk)
+    text = run("export", "decisions", "--config", str(site["config"]), "--out", str(out), code=2)
+    assert text == f"error: {out}: cannot write: No space left on device\n"
+    assert out.read_text() == "the earlier export\n"
+    assert not [p for p in site["tmp"].iterdir() if p.name.startswith(".decisions")]
+
+
 def test_explain_an_observed_decision_by_job_id(site):
     data = json.loads(run("explain", "501", "--config", str(site["config"]), "--json"))
     observed = site["decisions"]["observed"]
@@ -203,6 +221,12 @@ def test_status_and_mode_against_a_live_daemon(site):
 def test_a_missing_store_is_one_line(tmp_path):
     out = run("decisions", "--db", str(tmp_path / "nope.db"), code=2)
     assert "does not exist" in out and len(out.splitlines()) == 1
+
+
+@pytest.mark.parametrize("since", ["99999999d", "9" * 400 + "h", "36501d"])
+def test_a_since_beyond_a_century_is_one_line_not_an_overflow(site, since):
+    out = run("decisions", "--config", str(site["config"]), "--since", since, code=2)
+    assert out.startswith(f"error: --since '{since}': at most 36500d") and len(out.splitlines()) == 1
 
 
 def test_since_and_scan_helpers(site):

@@ -56,3 +56,33 @@ def test_synthetic_draws_the_sites_type_names(tmp_path: Path) -> None:
     assert {job.type for job in read_trace(out)} == {"ctr-ranker", "seg-unet"}
     code, output = _run("synthetic", "5", "--types", " , ", "--out", str(out))
     assert code == 2 and output.strip() == "error: types: give at least one job type name"
+
+
+def test_a_failed_write_leaves_the_earlier_file_whole_and_no_temporary(tmp_path: Path, monkeypatch) -> None:
+    """convert wrote the trace in place: a write that failed half way left a truncated file."""
+    import slurm_advisor.cli.convert as module
+
+    def full_disk(path, jobs):
+        Path(path).write_text("job_id,submit_time\nhalf")
+        raise OSError(28, "No space left on device")
+
+    out = tmp_path / "t.csv"
+    out.write_text("the earlier trace\n")
+    monkeypatch.setattr(module, "write_trace", full_disk)
+    code, output = _run("synthetic", "5", "--out", str(out))
+    assert code == 2 and output == f"error: {out}: cannot write: No space left on device\n"
+    assert out.read_text() == "the earlier trace\n" and sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
+
+
+def test_a_trace_into_a_missing_directory_is_one_line(tmp_path: Path) -> None:
+    code, output = _run("synthetic", "5", "--out", str(tmp_path / "nope" / "t.csv"))
+    assert code == 2 and output.startswith("error: ") and "cannot write" in output and len(output.splitlines()) == 1
+
+
+def test_the_written_trace_has_the_umasks_mode(tmp_path: Path) -> None:
+    import os
+    out = tmp_path / "t.csv"
+    assert _run("synthetic", "5", "--out", str(out))[0] == 0
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask

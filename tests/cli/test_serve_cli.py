@@ -83,3 +83,19 @@ def test_a_live_daemon_socket_is_not_taken_over(tmp_path):
     finally:
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=30)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--socket", "{file}/a.sock"], "socket {file}/a.sock: {file} is not a directory"),
+    (["--refresh-s", "1e308"], "flag: refresh_s must be from 0.01 to 86400 s, not 1e+308"),
+])
+def test_a_socket_under_a_regular_file_or_a_bad_number_is_one_line(tmp_path, args, message):
+    """A socket under a regular file ended in a NotADirectoryError traceback."""
+    file = tmp_path / "file"
+    file.write_text("")
+    args = [a.format(file=file) for a in args]
+    proc = subprocess.run([*CLI, "serve", "--socket", str(tmp_path / "a.sock"), "--db", str(tmp_path / "a.db"),
+                           "--source", "simulated", *args], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"error: {message.format(file=file)}")
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1

@@ -27,7 +27,7 @@ def test_a_daemon_table_is_read_too(tmp_path):
     ('moed = "observe"\n', "unknown setting 'moed'; valid: socket, mode"),
     ('mode = "loud"\n', "mode 'loud'"),
     ('refresh_s = "soon"\n', "refresh_s must be a number"),
-    ('refresh_s = -1\n', "refresh_s must be positive"),
+    ('refresh_s = -1\n', "refresh_s must be from 0.01 to 86400 s, not -1"),
     ('refresh_s = true\n', "refresh_s must be a number"),
     ('socket = 3\n', "socket must be a path"),
     ('mode = [\n', "not valid TOML"),
@@ -59,3 +59,40 @@ def test_the_example_config_is_valid():
     example = Path(__file__).resolve().parents[2] / "examples" / "etc" / "config.toml"
     config = load_config(example, {}, {})
     assert config.mode == "observe" and config.source == "slurm" and config.pin_bound_s == 300.0
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("refresh_s = 1e308\n", r"refresh_s must be from 0.01 to 86400 s, not 1e\+308"),  # the threads died
+    ("client_timeout_s = 1e-9\n", r"client_timeout_s must be from 0.5 to 3600 s"),  # 18 of 20 dropped
+    ("refresh_s = inf\n", "refresh_s must be from"),
+    ("refresh_s = nan\n", "refresh_s must be from"),
+    ("refresh_s = 1e999\n", "refresh_s must be from"),
+    ("claim_ttl_s = 0.01\n", "claim_ttl_s must be from"),
+    ("pin_bound_s = 1e12\n", "pin_bound_s must be from"),
+    ("hold_wait_s = -3\n", "hold_wait_s must be from"),
+    ("command_timeout_s = 86400\n", "command_timeout_s must be from"),
+    ("ready_keys = 65\n", r"ready_keys must be from 0 to 64"),
+    ("ready_keys = " + "9" * 5000 + "\n", "not valid TOML"),  # int() of 4,300+ digits raises
+    ("metrics_port = 70000\n", "metrics_port must be a TCP port"),
+])
+def test_every_number_is_range_checked_naming_the_file_and_range(tmp_path, text, message):
+    file = tmp_path / "config.toml"
+    file.write_text(text)
+    with pytest.raises(InputError, match=message) as raised:
+        load_config(file, {}, {})
+    assert str(file) in str(raised.value) or "TOML" not in message
+
+
+@pytest.mark.parametrize(("name", "raw"), [("SLURM_ADVISOR_REFRESH_S", "1e308"),
+                                           ("SLURM_ADVISOR_CLIENT_TIMEOUT_S", "nan"),
+                                           ("SLURM_ADVISOR_READY_KEYS", "9" * 5000)])
+def test_the_environment_is_range_checked_too(name, raw):
+    with pytest.raises(InputError, match=f"environment: {name}(: [a-z_]+)? must be"):
+        load_config(None, {name: raw}, {})
+
+
+def test_a_config_built_in_code_is_range_checked_by_validated():
+    from dataclasses import replace
+    with pytest.raises(InputError, match="refresh_s must be from"):
+        replace(DaemonConfig(), refresh_s=float("inf")).validated()
+    assert DaemonConfig().validated() == DaemonConfig()  # the defaults are in range

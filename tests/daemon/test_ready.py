@@ -13,7 +13,7 @@ import pytest
 from daemon_helpers import make_daemon, marked
 
 from slurm_advisor.daemon.client import call
-from slurm_advisor.daemon.ready import ready_path, taken_path
+from slurm_advisor.daemon.ready import key_problem, ready_path, taken_path
 from slurm_advisor.daemon.server import AdvisorServer, ServerThread
 from slurm_advisor.policies.spread import SpreadPolicy
 from slurm_advisor.store import Store
@@ -275,3 +275,30 @@ def test_the_file_goes_when_the_daemon_stops(tmp_path):
         published(daemon)
     daemon.stop()
     assert not ready_path(daemon.config.socket).exists()
+
+
+@pytest.mark.parametrize("bad", ["\ud800", "a\udfffb", "é" * 2049, "", 7, None])
+def test_a_key_that_is_not_bounded_utf8_text_never_stops_the_file(tmp_path, bad):
+    """A lone surrogate (JSON "\\ud800") cannot be written as UTF-8: remembered, it stopped every
+    rebuild until eight newer keys pushed it out. Such a key is ignored with a reason."""
+    daemon = make_daemon(tmp_path, policy=SpreadPolicy(), ready_keys=8)
+    daemon.ready._thread = threading.Thread(target=lambda: None)
+    daemon.start()
+    try:
+        wait_for(lambda: daemon.state.snapshot() is not None)
+        daemon.advise(marked(workers=1, name="good"), ready_key="good")
+        daemon.advise(marked(workers=1, name="bad"), ready_key=bad)
+        daemon.advise(marked(workers=1, name="after"), ready_key="after")
+        assert daemon.ready.rebuild()
+        _, answers = read_ready(ready_path(daemon.config.socket))
+        assert sorted(answers) == ["after", "good"]
+        assert daemon.ready.ignored_keys == (bad is not None)  # None: the hook sent no key
+        assert bad is None or key_problem(bad)
+    finally:
+        daemon.stop()
+
+
+def test_key_problem_names_what_is_wrong():
+    assert "UTF-8" in key_problem("\ud800") and "bytes" in key_problem("é" * 2049)
+    assert "string" in key_problem(7) and "empty" in key_problem("")
+    assert key_problem(KEY) is None and key_problem("é" * 2048) is None

@@ -8,12 +8,14 @@ import shutil
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from daemon_helpers import NODES, Fixed, StaticSource, exchange_as_nobody, make_daemon, marked, raw_exchange
 
 from slurm_advisor.daemon.client import Client, call
+from slurm_advisor.daemon.protocol import ProtocolError
 from slurm_advisor.daemon.queue import AdvisedJob, Listing
 from slurm_advisor.daemon.server import AdvisorServer, ServerThread
 from slurm_advisor.daemon.service import job_from_request
@@ -74,6 +76,9 @@ def test_root_may_report_for_any_listed_job_and_it_is_stored(reporting):
     ({"iterations": True, "seconds": 1}, "iterations must be"),
     ({"iterations": 1e12, "seconds": 1}, "above 1e+06"),
     ({"iterations": 5, "seconds": 1e-300}, "above 1e+06"),
+    # stored as speed 0.0, three such samples stopped every later retrain (issue 39, Why 6)
+    ({"iterations": 1e-300, "seconds": 1e300}, "below 1e-06 (plausible: 1e-06 to 1e+06 it/s)"),
+    ({"iterations": 1e-3, "seconds": 1e4}, "below 1e-06"),
     ({"iterations": 5}, "seconds must be"),
     ({"job_id": "12; rm -rf /", "iterations": 5, "seconds": 1}, "job_id must be Slurm's numeric job id"),
 ])
@@ -90,6 +95,70 @@ def test_non_finite_numbers_are_refused(reporting, number):
     reply = json.loads(raw_exchange(daemon.config.socket, line))
     assert reply["ok"] is False and any(why in reply["error"] for why in
                                         ("not a number", "iterations must be", "beyond a float's range"))
+
+
+@pytest.mark.parametrize(("number", "words"), [(b"7" * 4000, b"at most 20 digits"),
+                                               (b"7" * 4000 + b".5", b"iterations must be a finite number > 0")])
+def test_a_4000_digit_report_value_is_a_one_line_error_and_no_traceback(reporting, caplog, number, words):
+    daemon, _ = reporting
+    line = b'{"v": 1, "op": "report", "job_id": "101", "iterations": ' + number + b', "seconds": 1}\n'
+    with caplog.at_level("DEBUG", logger="slurm_advisor"):
+        reply = raw_exchange(daemon.config.socket, line)
+    assert reply.count(b"\n") == 1 and json.loads(reply)["ok"] is False and words in reply
+    assert call(daemon.config.socket, "health")["ok"] is True
+    assert not any(r.exc_info for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
+def test_once_a_type_has_20_speeds_a_report_100x_off_their_median_is_refused(tmp_path):
+    """Per worker: job 101 (2 workers) and job 102 (8 workers) of one type compare."""
+    small = Job("101", "resnet50", 0, 2, Resources(1, 1, 1000), Resources(1, 1, 1000), 1.0)
+    large = Job("102", "resnet50", 0, 8, Resources(1, 0, 1000), Resources(1, 0, 1000), 1.0)
+    snapshot = ClusterSnapshot.empty(NODES).with_job(small, Placement.of(small, ["n1", "n2"]))
+    snapshot = snapshot.with_job(large, Placement.of(large, ["n3"] * 4 + ["n4"] * 4))
+    daemon = make_daemon(tmp_path, queue=ListedQueue({"101": 0, "102": 0}), source=StaticSource(snapshot))
+    daemon.start()
+    try:
+        deadline = time.monotonic() + 10
+        while daemon.state.job("102")[0] is None:  # the first refresh lists the jobs' owners
+            assert time.monotonic() < deadline, "no refresh listed the jobs"
+            time.sleep(0.01)
+        for _ in range(18):  # 5 it/s per worker; fewer than 20 known: only the absolute range holds
+            assert daemon.report({"job_id": "101", "iterations": 100, "seconds": 10.0}, 0) == {"ok": True}
+        assert daemon.report({"job_id": "102", "iterations": 5e4, "seconds": 1.0}, 0) == {"ok": True}  # 6250/worker
+        assert daemon.report({"job_id": "102", "iterations": 40, "seconds": 1.0}, 0) == {"ok": True}  # the 20th
+        with pytest.raises(ProtocolError, match=r"more than 100x from the median 5 of the 20 known resnet50 "
+                                                r"speeds \(plausible: 0.05 to 500 it/s per worker\)"):
+            daemon.report({"job_id": "101", "iterations": 2000, "seconds": 1.0}, 0)  # 1000/worker
+        with pytest.raises(ProtocolError, match="more than 100x"):
+            daemon.report({"job_id": "102", "iterations": 0.01, "seconds": 1.0}, 0)
+        assert daemon.report({"job_id": "102", "iterations": 400, "seconds": 1.0}, 0) == {"ok": True}  # 50/worker
+        assert daemon.state.counters.reports_refused == 2
+    finally:
+        daemon.stop()
+
+
+def test_a_restarted_daemon_judges_reports_by_the_stored_speeds(tmp_path):
+    """The known speeds come from the store's newest live samples at start, not only from the
+    reports taken since."""
+    from slurm_advisor.domain import RunningJob, SpeedSample
+    job = Job("101", "resnet50", 0, 2, Resources(1, 1, 1000), Resources(1, 1, 1000), 1.0)
+    placement = Placement.of(job, ["n1", "n2"])
+    stored = [SpeedSample(float(i), RunningJob(job, placement, 0.0), (), (), 10.0, source="live") for i in range(20)]
+    with Store.open(str(tmp_path / "advisor.db")) as store:
+        store.record_samples(stored + [replace(stored[0], speed=0.0)])  # an unusable one is not known
+    snapshot = ClusterSnapshot.empty(NODES).with_job(job, placement)
+    daemon = make_daemon(tmp_path, queue=ListedQueue({"101": 0}), source=StaticSource(snapshot))
+    daemon.start()
+    try:
+        assert daemon.type_speeds.known("resnet50") == 20
+        deadline = time.monotonic() + 10
+        while daemon.state.job("101")[0] is None:
+            assert time.monotonic() < deadline, "no refresh listed the job"
+            time.sleep(0.01)
+        with pytest.raises(ProtocolError, match=r"from the median 5 of the 20 known resnet50 speeds"):
+            daemon.report({"job_id": "101", "iterations": 2000, "seconds": 1.0}, 0)
+    finally:
+        daemon.stop()
 
 
 def _report_as_nobody(path, job_id: str) -> dict:

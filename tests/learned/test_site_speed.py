@@ -379,3 +379,24 @@ def test_predictions_reuse_the_parameter_terms_to_the_bit_and_follow_a_change(si
         model.net.global_params[:, KAPPA] += 1.0
     after = model.log_speeds_all(contexts)
     assert after.tobytes() == fresh().tobytes() and not np.array_equal(after, before)
+
+
+def test_a_fit_on_zero_speeds_is_a_clear_error_not_a_traceback(samples):
+    """Three zero speeds (what a report of 1e-300 iterations over 1e300 s was stored as) made the
+    fit's every loss NaN; keeping no epoch, it ended in load_state_dict(None)'s TypeError."""
+    from slurm_advisor.errors import InputError
+    poisoned = [replace(s, speed=0.0) if i % 40 == 1 else s for i, s in enumerate(samples)]
+    with pytest.raises(InputError, match=r"cannot fit the speed model: \d+ samples? training cannot use: "
+                                         r"\d+ non-positive speed"):
+        fit_site_model(poisoned, HP)
+
+
+def test_an_epoch_keeper_that_kept_nothing_says_so():
+    from slurm_advisor.errors import InputError
+    from slurm_advisor.learned.speed_model import BestEpoch
+    net = torch.nn.Linear(2, 1)
+    best = BestEpoch()
+    for epoch in range(3):
+        best.offer(net, epoch, float("nan"))
+    with pytest.raises(InputError, match="no finite held-out error in 3 epochs: not enough usable samples"):
+        best.restore(net)

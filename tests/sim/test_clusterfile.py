@@ -152,3 +152,33 @@ def test_ten_thousand_nodes_parse_in_linear_time(tmp_path: Path) -> None:
     elapsed = time.perf_counter() - started
     assert len(nodes) == 10_000
     assert elapsed < 0.5, f"{elapsed:.2f} s for 10,000 nodes"
+
+
+@pytest.mark.parametrize("key, value, bound", [("gpus", "100000000000000000000", "1,024"),
+                                               ("cpus", "1000000", "65,536"),
+                                               ("mem_mb", "10000000000", "1,000,000,000"),
+                                               ("count", "100000001", "100,000"), ("start", "10000000000", "1,000,000,000")])
+def test_values_beyond_any_cluster_are_refused_naming_the_bound(tmp_path: Path, key: str, value: str,
+                                                                bound: str) -> None:
+    """gpus = 10^20 ended in numpy's OverflowError; count = 10^8 took simulate to 2.9 GB, silently."""
+    lines = [line for line in GROUP.splitlines() if not line.startswith(f"{key} =")]
+    path = write(tmp_path, "[[nodes]]\n" + "\n".join(lines) + f"\n{key} = {value}\n")
+    with pytest.raises(InputError, match=rf"\[\[nodes\]\] #1: '{key}' must be .*at most {bound}") as err:
+        read_cluster(path)
+    assert str(path) in str(err.value)
+
+
+def test_the_node_count_is_bounded_over_all_groups(tmp_path: Path) -> None:
+    group = GROUP.replace("count = 2", "count = 60000")
+    other = group.replace('"gpu"', '"cpu"')
+    path = write(tmp_path, f"[[nodes]]\n{group}[[nodes]]\n{other}")
+    with pytest.raises(InputError, match=rf"{path}: 120,000 nodes; a cluster may have at most 100,000"):
+        read_cluster(path)
+
+
+def test_a_cluster_file_over_the_size_bound_is_refused(tmp_path: Path, monkeypatch) -> None:
+    from slurm_advisor.sim import clusterfile
+    path = write(tmp_path, "[[nodes]]\n" + GROUP)
+    monkeypatch.setattr(clusterfile, "MAX_CLUSTER_BYTES", 10)
+    with pytest.raises(InputError, match=rf"{path}: more than 10 bytes; a cluster file may hold at most 10"):
+        read_cluster(path)

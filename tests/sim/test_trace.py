@@ -203,3 +203,33 @@ def test_time_limit_is_read_and_written(tmp_path: Path) -> None:
     assert read_trace(out) == [a, c]
     assert out.read_text().splitlines()[0].split(",")[-1] == "time_limit_s"
     assert out.read_text().splitlines()[1].endswith(",7200")
+
+
+def test_a_field_over_csvs_limit_is_one_error_naming_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, ROWS[0], _replace(ROWS[1], "type", "x" * 140_000))
+    with pytest.raises(InputError, match=r"line 3: a field is longer than 131072 characters"):
+        read_trace(path)
+
+
+@pytest.mark.parametrize("column, value", [("worker_mem_mb", "1" + "0" * 23), ("ps_cpus", "9" * 5000),
+                                           ("worker_gpus", "100000"), ("num_workers", "1000000"),
+                                           ("num_ps", "200000")])
+def test_integers_beyond_any_cluster_are_refused_naming_the_bound(tmp_path: Path, column: str, value: str) -> None:
+    """worker_mem_mb = 10^23 reached numpy and ended in an OverflowError."""
+    path = write(tmp_path, ROWS[0], _replace(ROWS[1], column, value))
+    with pytest.raises(InputError, match=rf"line 3: column '{column}': .*(at most|digits)") as err:
+        read_trace(path)
+    assert str(path) in str(err.value)
+
+
+def test_a_trace_file_over_the_size_bound_is_refused_before_reading(tmp_path: Path, monkeypatch) -> None:
+    from slurm_advisor.sim import trace
+    path = write(tmp_path, *ROWS)
+    size = path.stat().st_size
+    monkeypatch.setattr(trace, "MAX_TRACE_BYTES", size - 1)
+    with pytest.raises(InputError, match=rf"{path}: {size:,} bytes; a trace file may hold at most {size - 1:,}"):
+        read_trace(path)
+    monkeypatch.setattr(trace, "MAX_TRACE_BYTES", path.stat().st_size)
+    monkeypatch.setattr(trace, "MAX_TRACE_JOBS", 2)
+    with pytest.raises(InputError, match=rf"{path}: line 4: more than 2 jobs"):
+        read_trace(path)
