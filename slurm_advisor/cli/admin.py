@@ -129,7 +129,9 @@ def _status_text(data: dict[str, Any]) -> str:
                  "counters: " + ", ".join(f"{k} {d[k]}" for k in (
                      "requests", "decisions", "placed", "capped", "errors", "released", "released_taken",
                      "claims_unseen_dropped", "refresh_failures", "reports", "reports_refused", "decisions_dropped",
-                     "decision_writer_restarts", "reports_dropped") if k in d)]
+                     "decision_writer_restarts", "reports_dropped", "decisions_spool_failed",
+                     "reports_spool_failed", "policy_errors", "model_reload_failures", "connections_refused",
+                     "connections_dropped") if k in d)]
     if "store_error" in data:
         return "\n".join([*lines, f"store: {data['store_error']}"])
     model = data.get("active_model")

@@ -115,7 +115,7 @@ class ReportRequest:
 
 def parse_report(request: dict[str, Any]) -> ReportRequest:
     """The ``report`` request's fields, checked: finite, positive, a speed in the plausible
-    absolute range (``domain.speeds``; the job type's own range is the daemon's to check)."""
+    absolute range (``plausible_speeds``; the job type's own range is the daemon's to check)."""
     job_id = request.get("job_id")
     if isinstance(job_id, int) and not isinstance(job_id, bool):
         job_id = str(job_id)

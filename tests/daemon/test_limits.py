@@ -127,9 +127,9 @@ def test_connection_limits_out_of_range_name_the_valid_range():
             load_config(None, {}, settings)
         return str(caught.value)
 
-    assert refused(max_connections=8) == "max_connections must be from 16 to 65536, not 8"
-    assert refused(max_connections=100_000) == "max_connections must be from 16 to 65536, not 100000"
-    assert refused(max_connections_per_uid=0) == "max_connections_per_uid must be from 1 to 65536, not 0"
+    assert refused(max_connections=8) == "flag: max_connections must be from 16 to 65536, not 8"
+    assert refused(max_connections=100_000) == "flag: max_connections must be from 16 to 65536, not 100000"
+    assert refused(max_connections_per_uid=0) == "flag: max_connections_per_uid must be from 1 to 65536, not 0"
     assert refused(max_connections_per_uid="many") == "flag: max_connections_per_uid must be a whole number, not 'many'"
     # a per-uid quota above the total is the total (nothing to refuse): 16 then
     assert load_config(None, {}, {"max_connections": 16, "max_connections_per_uid": 64}).max_connections == 16

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from slurm_advisor.daemon import protocol
 from slurm_advisor.daemon.protocol import MAX_DEPTH, MAX_LINE, OPS, ProtocolError
 from slurm_advisor.daemon.service import submission
+from slurm_advisor.plausible_speeds import MAX_SPEED, MIN_SPEED
 from slurm_advisor.slurm.marker import MAX_TASKS
 
 FUZZ = settings(derandomize=True, max_examples=300, deadline=None,
@@ -97,7 +98,7 @@ def test_a_report_is_finite_positive_and_bounded_or_refused(fields):
     assert report.job_id.isdigit() and len(report.job_id) <= 20
     for value in (report.iterations, report.seconds):
         assert math.isfinite(value) and value > 0
-    assert 0 < report.iterations / report.seconds <= protocol.MAX_REPORT_SPEED
+    assert MIN_SPEED <= report.iterations / report.seconds <= MAX_SPEED
 
 
 @FUZZ
