@@ -52,6 +52,9 @@ class NodeLayout:
         #: the last few running-job maps indexed by node (``ClusterSnapshot.jobs_on``): the
         #: next snapshot's index is patched from the nearest by the jobs that started or ended
         self.jobs_by_node = Recent()
+        #: the same for the jobs crossing each switch's uplink (``learned.site_features``): per
+        #: layout, since one running-job map (the empty one above all) is shared by clusters
+        self.uplinks = Recent()
         self._masks: dict[tuple, np.ndarray] = {}  # see mask()
         self.nodes = nodes
         #: whether Slurm named the nodes' partitions (a simulated cluster names none; a node of a

@@ -35,7 +35,7 @@ from slurm_advisor.domain import (
 from slurm_advisor.domain.cluster import NodeLayout
 from slurm_advisor.domain.jobtypes import profile_for, reference_speed
 from slurm_advisor.domain.observation import crossed_uplinks, uplink_users
-from slurm_advisor.domain.running_jobs import Recent, RunningJobs
+from slurm_advisor.domain.running_jobs import RunningJobs
 from slurm_advisor.learned.vocab import TypeVocab
 
 # per-job scalars the parametric part reads
@@ -229,23 +229,21 @@ def _uplink_users(layout: NodeLayout, running: RunningJobs) -> np.ndarray:
     ended since (an event, a claim), or counted over every running job: a walk over 10,000
     running jobs took ~5 ms in a decision of the search."""
     def build(r):
-        return layout, uplink_users(layout, r.values())
+        return uplink_users(layout, r.values())
 
     def patch(kept, gone, new):
-        if kept[0] is not layout:
-            return None
-        out = kept[1].copy()
+        out = kept.copy()
         for jobs, sign in ((gone, -1), (new, +1)):
             for rj in jobs:
                 spanned = crossed_uplinks(layout, rj)
                 if spanned:
                     out[spanned] += sign
-        return layout, out
+        return out
 
-    return _UPLINKS.get(running, build, patch)[1]
+    # Kept per layout: a map kept from another cluster (the empty map is one object for all)
+    # gave uplink counts of the wrong length, an IndexError in the next test that used them.
+    return layout.uplinks.get(running, build, patch)
 
-
-_UPLINKS = Recent()  # (layout, jobs crossing each switch's uplink) of the last few running-job maps
 
 # (free array, running jobs, layout, their uplink users, GPUs per switch, the loads)
 _last_loads: tuple = (None, None, None, None, {}, {})

@@ -400,3 +400,18 @@ def test_an_epoch_keeper_that_kept_nothing_says_so():
         best.offer(net, epoch, float("nan"))
     with pytest.raises(InputError, match="no finite held-out error in 3 epochs: not enough usable samples"):
         best.restore(net)
+
+
+def test_rack_loads_of_clusters_that_share_a_running_map_are_their_own():
+    """Two clusters with no job running share one (empty) running-job map: the uplink counts
+    kept for the first (2 switches) once came back for the second (3), an IndexError that made
+    tests fail by the order they ran in."""
+    from slurm_advisor.domain import ClusterSnapshot, Node
+    from slurm_advisor.learned.site_features import rack_loads
+
+    two = ClusterSnapshot.empty(tuple(Node(f"a{i}", 8, 4, 32000, switch=f"s{i % 2}") for i in range(4)))
+    three = ClusterSnapshot.empty(tuple(Node(f"b{i}", 8, 4, 32000, switch=f"t{i % 3}") for i in range(6)))
+    assert two.running_jobs is three.running_jobs  # the premise: one empty map for both
+    assert set(rack_loads(two)) == {"s0", "s1"}
+    loads = rack_loads(three)
+    assert set(loads) == {"t0", "t1", "t2"} and all(w.gpu_busy == 0 and w.crossing == 0 for w in loads.values())
