@@ -267,3 +267,43 @@ def test_a_flood_of_refused_taken_datagrams_is_counted_and_logged_once(served):
     _until(lambda: served.counter("ready_refused") - refused_before == count, 10, f"{count} notes refused")
     assert 1 <= served.log_lines("ready answer note refused") <= 2
     assert_survived(served)
+
+
+@pytest.mark.parametrize("workers", [10**9, 10**8, 100_000])
+def test_a_marker_asking_for_a_huge_job_is_left_to_slurm_at_once(served, workers):
+    """workers=10^9 once took the daemon to 2.5 GB in 1.5 s; 10^8 cost 1.7 s every refresh. The
+    marker's bound refuses the first two, max_tasks and the cluster's size leave the third to
+    Slurm; none is weighed, so the answer is immediate, and the same key kept for ready answers
+    costs the refreshes nothing."""
+    fields = {"comment": f"slurm-advisor: type=x ps=0 workers={workers}", "num_tasks": workers, "user_id": 0}
+    started = time.perf_counter()
+    reply = call(served.socket, "advise", job=fields, ready_key=f"huge-{workers}")
+    assert time.perf_counter() - started < 1.0  # once seconds, and gigabytes
+    if workers > 100_000:
+        assert reply["ok"] is False and "at most 100000" in reply["error"]
+    else:
+        assert reply["ok"] is True and reply["action"] == "observe" and "max_tasks" in reply["reason"]
+    assert_survived(served)
+
+
+def test_a_ready_key_that_is_no_utf8_text_never_stops_the_ready_answers(served):
+    line = (b'{"v": 1, "op": "advise", "ready_key": "\\ud800", "job": ' + json.dumps(marked()).encode()
+            + b"}\n")
+    assert json.loads(raw_exchange(served.socket, line))["ok"] is True
+    _until(lambda: served.counter("ready_keys_ignored") >= 1, 10, "the key ignored")
+    published = served.counter("ready_published")
+    _until(lambda: served.counter("ready_published") > published, 15, "the ready answers published again")
+    assert_survived(served)
+
+
+def test_reports_that_would_poison_training_are_refused(served):
+    for iterations, seconds in ((1e-300, 1e300), (1e300, 1e-300), (5e-324, 1.0)):
+        reply = call(served.socket, "report", job_id="1", iterations=iterations, seconds=seconds)
+        assert reply["ok"] is False and "it/s" in reply["error"], reply
+    assert_survived(served)
+
+
+def test_sighup_is_logged_and_ignored(served):
+    served.proc.send_signal(1)
+    _until(lambda: served.log_lines("SIGHUP") >= 1, 10, "the SIGHUP logged")
+    assert_survived(served)
