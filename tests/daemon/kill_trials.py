@@ -10,6 +10,7 @@ acknowledged requests; then a daemon on the same store starts (replaying the spo
 """
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -113,7 +114,9 @@ def run_trial(work: Path, rng: random.Random, *, clients: int = 4, most: int = 8
     store = {"db": db} if db else {}
     proc = subprocess.Popen([sys.executable, "-c", DAEMON.format(here=str(HERE), work=str(work), jobs=JOBS,
                                                                  spool_dir=str(spool_dir), db=store)],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True,
+                            # the killed daemon's resource tracker warns of the semaphores it left: expected
+                            env={**os.environ, "PYTHONWARNINGS": "ignore::UserWarning:multiprocessing.resource_tracker"})
     try:
         assert proc.stdout.readline().strip() == "ready"
         burst = _Burst(work / "advisor.sock", clients, kill_after)
