@@ -90,6 +90,12 @@ class Daemon:
         self._tracked: dict[str, tuple[str, float, float]] = {}  # job id -> (state, start, end) recorded
         self._open: dict[str, str | None] = {}  # advised jobs not seen to end: job id -> decision id
         self._last_received = 0.0  # reports' receipt times, strictly increasing: a report's key in the store
+        # The snapshot each report came in under, by its receipt time, until it is written: the
+        # spool keeps the report, not the snapshot, and a job gone by the write has no sample in
+        # the latest one (the loop lost 29 of 31 samples so). A report replayed after a crash has
+        # none here: it gets the latest.
+        self._report_views: dict[float, Any] = {}
+        self._report_views_lock = threading.Lock()
         self.jobcomp = jobcomp
         self.metrics = DaemonMetrics(self) if config.metrics_port else None
         self.type_speeds = TypeSpeeds()  # the speeds reported since start, per job type (plausible_speeds)
@@ -186,8 +192,13 @@ class Daemon:
         if typed is not None:
             self.type_speeds.add(*typed)
         now = self._last_received = max(time.time(), math.nextafter(self._last_received, math.inf))
+        snapshot = self.state.latest()
+        with self._report_views_lock:
+            if len(self._report_views) >= _RECENT:  # the writer far behind: the oldest get the latest
+                self._report_views.pop(next(iter(self._report_views)))
+            self._report_views[now] = snapshot
         self.reports.put((SpeedReport(parsed.job_id, uid, parsed.iterations, parsed.seconds, now, decision, now),
-                          self.state.latest()))
+                          snapshot))
         return {"ok": True}
 
     def _seed_type_speeds(self) -> None:
@@ -313,10 +324,13 @@ class Daemon:
 
     def _write_reports(self, batch: list[tuple[SpeedReport, Any]]) -> int:
         """The writer thread's work: each report with the live sample built from it (or none).
-        A report read back from the spool has no snapshot with it: it gets the latest."""
-        pairs = [(r, live_sample(snapshot or self.state.latest(), r.job_id, r.window_end, r.speed,
+        A report read back from the spool has no snapshot with it: it gets the one it came in
+        under, or, replayed after a crash, the latest."""
+        with self._report_views_lock:
+            views = [self._report_views.pop(r.received_at, None) for r, _ in batch]
+        pairs = [(r, live_sample(snapshot or view or self.state.latest(), r.job_id, r.window_end, r.speed,
                                  self._decision(r.decision_id)))
-                 for r, snapshot in batch]
+                 for (r, snapshot), view in zip(batch, views, strict=True)]
         return self.store.record_reports(pairs, skip_stored=True)  # a replayed spool holds some stored
 
     def _track_outcomes(self, advised: list[AdvisedJob]) -> None:
