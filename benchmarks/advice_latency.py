@@ -81,8 +81,9 @@ def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path, spool: bo
     ``spool`` False: its spool directory cannot be made, so decisions are acknowledged from memory
     as before the spool (daemon/spool.py) — the spool's cost, measured on one machine."""
     from slurm_advisor.advisor import Advisor
+    from slurm_advisor.daemon.build import model_version
     from slurm_advisor.daemon.config import DaemonConfig
-    from slurm_advisor.daemon.daemon import Daemon, model_version
+    from slurm_advisor.daemon.daemon import Daemon
     from slurm_advisor.daemon.queue import NoQueue
     from slurm_advisor.daemon.service import AdviceService
     from slurm_advisor.policies import make_policy

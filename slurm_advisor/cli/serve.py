@@ -34,7 +34,7 @@ _SOCKET_HELP = f"Unix socket (default {DaemonConfig.socket})"
 def serve(source, socket_path, mode, db, model, policy, cluster, config_file, refresh_s, log_file, log_level,
           report_port) -> None:
     """Run the advisor daemon that job_submit.lua asks (until SIGTERM)."""
-    from slurm_advisor.daemon.daemon import serve as run
+    from slurm_advisor.daemon.build import serve as run
 
     flags = {"source": source, "socket": socket_path, "mode": mode, "db": db, "model": model, "policy": policy,
              "cluster": cluster, "refresh_s": refresh_s, "log_file": log_file, "log_level": log_level,

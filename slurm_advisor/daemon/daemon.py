@@ -1,16 +1,14 @@
 """The daemon, assembled: source + queue -> state (refreshed in the background) -> advice service
--> decisions store, served on a Unix socket; speed reports and job outcomes go to the store too. ``build_daemon(config)`` wires the real parts;
-tests pass their own source, queue and store.
+-> decisions store, served on a Unix socket; speed reports and job outcomes go to the store too.
+``daemon/build.py`` wires the real parts from the config and serves them; tests pass their own
+source, queue and store.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import math
 import pwd
-import re
-import signal
 import sys
 import threading
 import time
@@ -18,24 +16,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from slurm_advisor.advisor import Advisor
 from slurm_advisor.cluster.base import ClusterSource
 from slurm_advisor.daemon.batches import BatchWriter, report_line, report_of_line
 from slurm_advisor.daemon.claims import Claims
 from slurm_advisor.daemon.config import DaemonConfig
 from slurm_advisor.daemon.gc_pauses import FrozenHeap
-from slurm_advisor.daemon.jobcomp import JobCompFile, configured
-from slurm_advisor.daemon.limits import ConnectionLimits
+from slurm_advisor.daemon.jobcomp import JobCompFile
 from slurm_advisor.daemon.metrics import DaemonMetrics
 from slurm_advisor.daemon.pins import pin_of
 from slurm_advisor.daemon.protocol import MODES, ProtocolError, parse_report
-from slurm_advisor.daemon.queue import AdvisedJob, NoQueue, QueueError, SlurmQueue
+from slurm_advisor.daemon.queue import AdvisedJob
 from slurm_advisor.daemon.ready import ReadyAnswers
 from slurm_advisor.daemon.samples import live_sample
-from slurm_advisor.daemon.server import AdvisorServer, Dispatcher
+from slurm_advisor.daemon.server import Dispatcher
 from slurm_advisor.daemon.service import AdviceService, job_from_request
 from slurm_advisor.daemon.spool import SpoolChannel
-from slurm_advisor.daemon.state import DaemonState, ModelFollower, Refresher, load_policy
+from slurm_advisor.daemon.state import DaemonState, ModelFollower, Refresher
 from slurm_advisor.daemon.writer import decision_writer
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
@@ -46,7 +42,6 @@ from slurm_advisor.policies import FROM_MODEL
 from slurm_advisor.store import Store
 
 log = logging.getLogger("slurm_advisor.daemon")
-_PACKAGED_MODEL = Path(__file__).resolve().parent.parent / "data" / "model"  # as learned.checkpoint
 _RECENT = 10_000  # decisions kept in memory for unpinning (the user's node counts, what a pin needs) and reports
 _SWITCH_INTERVAL_S = 0.0005  # the GIL's switch interval while serving (see start)
 _SERVER_SPOOL = Path("/var/lib/slurm-advisor/spool")  # the spool of a PostgreSQL store, by default
@@ -372,136 +367,3 @@ def _uids(user: str) -> frozenset[int]:
     except KeyError:
         log.warning("slurm_user %r does not exist here: only root may ask for advice", user)
         return frozenset()
-
-
-def model_version(model_dir: Path | None) -> str:
-    """A short hash of the model's files: what the decision log names."""
-    directory = Path(model_dir) if model_dir else _PACKAGED_MODEL
-    digest = hashlib.sha256()
-    for name in ("meta.json", "policy.pt", "speed.pt"):
-        path = directory / name
-        if path.is_file():
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
-
-
-def build_daemon(config: DaemonConfig) -> Daemon:
-    """The daemon from its configuration; InputError for anything a user can fix."""
-    from slurm_advisor.cluster import make_source
-    from slurm_advisor.policies import PolicyContext, make_policy
-    from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
-    from slurm_advisor.retrain.modelsdir import active_dir
-    from slurm_advisor.slurm.expressible import express
-
-    source = _make_source(config, make_source)
-    queue = SlurmQueue(config.slurm_conf, config.command_timeout_s) if config.source != "simulated" else NoQueue()
-    model = active_dir(config.models_dir) or config.model  # the promoted model, once retrain promoted one
-    problem = None
-    try:
-        policy = load_policy(config.policy, model) if config.policy in FROM_MODEL else \
-            make_policy(config.policy, PolicyContext(model_dir=model))
-    except Exception as exc:  # any model that does not load, as the model follower treats a swap
-        if config.policy not in FROM_MODEL:
-            raise
-        # A corrupt or missing model must not stop the advice: Slurm's own rule serves, the log
-        # and `status` say why, and the model follower swaps in the next model that loads.
-        problem = f"model {model or 'packaged'} does not load ({exc}); serving slurm-default"
-        log.error("%s", problem)
-        policy = SlurmDefaultPolicy()
-    fallback = SlurmDefaultPolicy() if config.policy in FROM_MODEL and problem is None else None
-    version = None if config.policy not in FROM_MODEL or problem else \
-        (model.name if model != config.model else model_version(model))
-    snapshot = source.snapshot()
-    show_config = _show_config(queue)
-    service = AdviceService(Advisor(policy, fallback=fallback), express, model_version=version, model_problem=problem,
-                            has_switches=any(n.switch for n in snapshot.nodes), hold_wait_s=config.hold_wait_s,
-                            pins=not block_topology(show_config), default_partition=_default_partition(queue),
-                            max_tasks=config.max_tasks)
-    store = Store.open(config.db)
-    daemon = Daemon(config, source, queue, service, store, _jobcomp(show_config))
-    daemon.state.counters.model_reload_failures += problem is not None
-    return daemon
-
-
-def _show_config(queue) -> str | None:
-    """``scontrol show config`` once at start (None for the simulated source or when it fails)."""
-    if not isinstance(queue, SlurmQueue):
-        return None
-    try:
-        return queue.show_config()
-    except QueueError as exc:
-        log.warning("cannot read Slurm's config (%s): outcomes from squeue only, pins allowed", exc)
-        return None
-
-
-def _default_partition(queue) -> str | None:
-    if not isinstance(queue, SlurmQueue):
-        return None
-    try:
-        return queue.default_partition()
-    except QueueError as exc:
-        log.warning("cannot read Slurm's partitions (%s): a job without -p is not pinned", exc)
-        return None
-
-
-def block_topology(show_config: str | None) -> bool:
-    """Whether Slurm places by topology/block (23.11+), where pinning with -w fails the job."""
-    return bool(show_config) and re.search(r"^TopologyPlugin\s*=\s*topology/block\b", show_config,
-                                           re.MULTILINE) is not None
-
-
-def _jobcomp(show_config: str | None) -> JobCompFile | None:
-    """The job completion file, when slurmctld writes one (read once, at start)."""
-    if show_config is None:
-        return None
-    path = configured(show_config)
-    if path is not None:
-        log.info("outcomes also from the job completion file %s", path)
-    return None if path is None else JobCompFile(path)
-
-
-def _make_source(config: DaemonConfig, make_source) -> ClusterSource:
-    if config.source == "simulated":
-        return make_source("simulated", cluster_file=config.cluster)
-    if config.source == "slurm":
-        return make_source("slurm", slurm_conf=config.slurm_conf, timeout_s=config.command_timeout_s)
-    return make_source(config.source)
-
-
-def serve(config: DaemonConfig) -> None:
-    """Run until SIGTERM or SIGINT; SIGHUP is logged (mode switches go through the socket)."""
-    daemon = build_daemon(config)
-    try:
-        server = AdvisorServer(config.socket, daemon.dispatcher(), config.client_timeout_s,
-                               report_listen=(config.report_listen, config.report_port) if config.report_port else None,
-                               taken=daemon.ready is not None,
-                               limits=ConnectionLimits(config.max_connections, config.max_connections_per_uid))
-    except OSError as exc:
-        daemon.stop()
-        where = config.socket if not config.report_port else f"{config.socket} and {config.report_listen}:{config.report_port}"
-        raise InputError(f"cannot listen on {where}: {exc}") from None
-    daemon.start()
-
-    def _stop(signum, _frame):
-        log.info("signal %d: stopping", signum)
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    def _hangup(signum, _frame):
-        # Python's default for SIGHUP ends the process, which systemd's Restart=on-failure counts
-        # as a clean exit: the daemon stayed down. Settings change with a restart; the mode and
-        # models through the socket and the model directory, without one.
-        log.info("signal %d (SIGHUP): ignored; restart the daemon to read its config again", signum)
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGHUP, _hangup)
-    log.info("serving on %s: source %s, mode %s, policy %s", config.socket, config.source, config.mode,
-             config.policy)
-    if server.report_address:
-        log.info("taking MUNGE-signed speed reports on %s:%d", *server.report_address)
-    try:
-        server.serve_forever(poll_interval=0.2)
-    finally:
-        server.server_close()
-        daemon.stop()
-        log.info("stopped")

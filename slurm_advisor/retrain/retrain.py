@@ -180,7 +180,7 @@ def _warm_start(active_dir: Path | None, hp: Hyper, log):
 def _write_candidate(models_dir: Path, report, hp: Hyper, data: dict, active: ModelRecord | None):
     """(version, whether its directory existed already): the candidate, written atomically. An
     existing directory of that version holds the same files (the version is their hash)."""
-    from slurm_advisor.daemon.daemon import model_version
+    from slurm_advisor.daemon.build import model_version
     from slurm_advisor.learned import checkpoint
 
     meta = {"speed_model": {"holdout_mape": report.speed_metrics["holdout_mape"],

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 import torch
 
+from slurm_advisor.daemon.build import build_daemon
 from slurm_advisor.daemon.config import DaemonConfig
-from slurm_advisor.daemon.daemon import build_daemon
 from slurm_advisor.learned.checkpoint import DEFAULT_MODEL_DIR
 from slurm_advisor.retrain.modelsdir import point_active
 

@@ -148,7 +148,7 @@ def test_report_port_is_a_checked_setting(tmp_path):
 
 
 def test_the_report_port_in_use_is_one_message(tmp_path):
-    from slurm_advisor.daemon.daemon import serve
+    from slurm_advisor.daemon.build import serve
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -194,7 +194,7 @@ def test_under_block_topology_a_placement_is_a_node_count_cap_not_a_pin():
 
 
 def test_block_topology_is_read_from_slurms_config():
-    from slurm_advisor.daemon.daemon import block_topology
+    from slurm_advisor.daemon.build import block_topology
     assert block_topology("SwitchType = switch/none\nTopologyPlugin          = topology/block\n")
     assert not block_topology("TopologyPlugin          = topology/tree\n")
     assert not block_topology("TopologyPlugin          = topology/default\n") and not block_topology(None)

@@ -5,7 +5,7 @@ import json
 import shutil
 from pathlib import Path
 
-from slurm_advisor.daemon.daemon import model_version
+from slurm_advisor.daemon.build import model_version
 from slurm_advisor.learned.checkpoint import DEFAULT_MODEL_DIR
 from slurm_advisor.retrain import modelsdir
 

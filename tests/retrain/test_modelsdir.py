@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 from retrain_helpers import publish_copy
 
+from slurm_advisor.daemon.build import build_daemon, model_version
 from slurm_advisor.daemon.config import DaemonConfig
-from slurm_advisor.daemon.daemon import build_daemon, model_version
 from slurm_advisor.domain.model_record import ModelRecord
 from slurm_advisor.retrain import modelsdir
 from slurm_advisor.retrain.retrain import _reconcile
