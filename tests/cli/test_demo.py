@@ -5,6 +5,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from slurm_advisor.cli import main
@@ -14,6 +15,7 @@ if "demo" not in main.cli.commands:
     main._register()
 
 
+@pytest.mark.slow
 def test_demo_trains_compares_and_writes_results(tmp_path: Path) -> None:
     out = tmp_path / "demo-out"
     result = CliRunner().invoke(main.cli, ["demo", "--out", str(out), "--episodes", "1", "--jobs", "40"])

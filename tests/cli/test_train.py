@@ -35,6 +35,7 @@ def recorded(tmp_path_factory) -> tuple[Path, Path]:
     return trace, db
 
 
+@pytest.mark.slow
 def test_train_writes_a_model_directory(recorded, tmp_path: Path) -> None:
     trace, db = recorded
     out = tmp_path / "model"

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from kill_trials import run_trial
 
 
+@pytest.mark.slow
 def test_nothing_acknowledged_is_lost_to_kill_9(tmp_path):
     rng = random.Random(39)
     for n in range(3):

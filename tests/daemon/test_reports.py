@@ -184,6 +184,7 @@ def test_a_user_cannot_report_for_another_users_job():
         shutil.rmtree(public, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_100_concurrent_reporters_of_1000_reports_each_lose_nothing(tmp_path):
     owners = {str(1000 + i): 0 for i in range(100)}
     daemon = make_daemon(tmp_path, queue=ListedQueue(owners))

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = """
 import hashlib, sys
 from dataclasses import replace
@@ -37,6 +39,7 @@ def _train(**env: str) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.slow
 def test_same_seed_same_networks_across_processes_and_threads() -> None:
     first = _train(PYTHONHASHSEED="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     second = _train(PYTHONHASHSEED="2", OMP_NUM_THREADS="2", MKL_NUM_THREADS="2")

@@ -41,6 +41,7 @@ def test_the_judge_is_fitted_on_the_judge_samples_only(samples, judge_samples, s
     assert report.deployment_meta()["judge_fitted_on"] == report.judge
 
 
+@pytest.mark.slow
 def test_other_judge_samples_make_another_judge_and_nothing_else(samples, small_nodes, small_jobs) -> None:
     """Judge samples ten times slower than the truth: only the judge's replays slow down."""
     slow = [replace(s, speed=s.speed / 10) for s in samples]
@@ -55,6 +56,7 @@ def test_other_judge_samples_make_another_judge_and_nothing_else(samples, small_
     assert unjudged.judge.startswith("the training samples")
 
 
+@pytest.mark.slow
 def test_experiment_records_the_judge_samples_on_the_judge_trace(small_nodes, small_jobs, truth, tmp_path,
                                                                  monkeypatch) -> None:
     judge_jobs = [replace(j, id=f"judge-{j.id}") for j in synthetic_jobs(30, seed=41, mix="large",

@@ -125,6 +125,7 @@ def test_vocabulary_gives_nodes_that_ran_workers_often_a_pace_slot(slow_node_sam
         TypeVocab.from_dict({**vocab.to_dict(), "nodes": "n00"})
 
 
+@pytest.mark.slow
 def test_a_slow_node_is_learned_from_the_samples(slow_node_samples, small_nodes) -> None:
     """Per-node pace: the model finds the half-speed node and predicts another trace's jobs well;
     without node slots (every node typical) the same fit cannot tell where a job is slow."""

@@ -25,6 +25,8 @@ from slurm_advisor.learned.train import (
 )
 from slurm_advisor.policies import PolicyContext, make_policy
 
+pytestmark = pytest.mark.slow  # every test here trains
+
 HP = replace(Hyper(seed=1), speed_epochs=10, speed_hidden=32, hidden=16, warm_episodes=1, warm_epochs=8,
              rl_episodes=3, episode_jobs=20, updates_per_episode=2, minibatch=64)
 

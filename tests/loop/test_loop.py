@@ -51,6 +51,7 @@ def _loop(site: dict, *extra: str):
     return CliRunner().invoke(main.cli, args)
 
 
+@pytest.mark.slow  # whole cycles: a trace, the daemon, a retrain
 def test_cycles_through_the_daemon_store_samples_outcomes_and_retrain(site) -> None:
     result = _loop(site)
     assert result.exit_code == 0, result.output
@@ -77,6 +78,7 @@ def test_cycles_through_the_daemon_store_samples_outcomes_and_retrain(site) -> N
         assert len(store.list_models()) == len(retrained)
 
 
+@pytest.mark.slow  # whole cycles: a trace, the daemon, a retrain
 def test_a_promoted_model_is_served_in_the_next_cycle(site) -> None:
     # margin 0 and no MAPE bar: the first candidate is promoted if it is no worse than slurm-default.
     # Training seed 2: on this tiny budget seeds 0 and 1 pick pack as the teacher, which the gate
@@ -99,6 +101,7 @@ def test_the_loop_refuses_a_models_dir_that_has_an_active_model(site) -> None:
     assert "already has an active model" in result.output
 
 
+@pytest.mark.slow  # whole cycles: a trace, the daemon, a retrain
 def test_with_no_cluster_and_no_trace_it_runs_the_embedded_default(tmp_path: Path) -> None:
     """The README's first command: the shipped cluster and generated traces, a table per cycle."""
     result = CliRunner().invoke(main.cli, ["loop", "--db", str(tmp_path / "loop.db"), "--models-dir",

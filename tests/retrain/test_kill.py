@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from retrain_helpers import make_site, publish_copy
 
 from slurm_advisor.domain.model_record import ModelRecord
@@ -19,6 +20,7 @@ from slurm_advisor.store import Store
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_kill_9_mid_training_leaves_the_active_model_intact(tmp_path) -> None:
     db, cluster = make_site(tmp_path / "site")
     models = tmp_path / "models"

@@ -16,6 +16,8 @@ from slurm_advisor.retrain.lock import RetrainLock
 from slurm_advisor.retrain.retrain import RetrainExit
 from slurm_advisor.store import Store
 
+pytestmark = pytest.mark.slow  # every test here retrains a model
+
 if "retrain" not in main.cli.commands:
     main._register()
 

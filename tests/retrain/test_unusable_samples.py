@@ -37,6 +37,7 @@ def poisoned(tmp_path_factory):
     return db, cluster, len(good)
 
 
+@pytest.mark.slow
 def test_a_retrain_skips_and_names_the_samples_it_cannot_use(poisoned, tmp_path):
     db, cluster, stored = poisoned
     result = CliRunner().invoke(main.cli, ["retrain", "--db", db, "--cluster", str(cluster), "--models-dir",
