@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -104,3 +105,18 @@ def exchange_as_nobody(path, line: bytes) -> dict:
         data = pipe.read()
     os.waitpid(pid, 0)
     return json.loads(data)
+
+
+def until(done, timeout_s: float = 10.0, what: str = "the awaited state") -> None:
+    """Poll ``done`` until it is true, failing after ``timeout_s``: for what offers no event."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s:g} s"
+        time.sleep(0.01)
+
+
+def refreshed(daemon: Daemon, times: int = 2, timeout_s: float = 10.0) -> None:
+    """Until ``daemon`` has done ``times`` more full refreshes: with two, one began after the
+    call, so it saw what the test changed before it."""
+    seen = daemon.state.counters.refreshes
+    until(lambda: daemon.state.counters.refreshes >= seen + times, timeout_s, f"{times} refreshes")

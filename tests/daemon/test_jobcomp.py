@@ -1,9 +1,7 @@
 """Outcomes from the job completion file (jobcomp/filetxt) for advised jobs squeue no longer lists."""
 from __future__ import annotations
 
-import time
-
-from daemon_helpers import make_daemon
+from daemon_helpers import make_daemon, refreshed
 
 from slurm_advisor.daemon.jobcomp import JobCompFile, configured, parse_line
 from slurm_advisor.daemon.queue import Listing
@@ -69,7 +67,7 @@ def test_a_job_that_ended_while_the_daemon_was_down_gets_its_outcome(tmp_path):
     daemon = make_daemon(tmp_path, queue=EmptyQueue())
     daemon.jobcomp = JobCompFile(tmp_path / "jobcomp.txt")
     daemon.start()
-    time.sleep(0.2)
+    refreshed(daemon)  # the refresh reads the completion file
     daemon.stop()
     with Store.open(str(tmp_path / "advisor.db"), create=False) as store:
         outcome = store.outcome("3358")

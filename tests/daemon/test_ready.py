@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from daemon_helpers import make_daemon, marked
+from daemon_helpers import make_daemon, marked, refreshed
 
 from slurm_advisor.daemon.client import call
 from slurm_advisor.daemon.ready import key_problem, ready_path, taken_path
@@ -260,7 +260,7 @@ def test_off_means_no_file_and_no_taken_socket(tmp_path):
     server = AdvisorServer(daemon.config.socket, daemon.dispatcher(), 2.0, taken=daemon.ready is not None)
     with ServerThread(server):
         call(daemon.config.socket, "advise", job=marked(workers=2), ready_key=KEY)
-        time.sleep(0.2)
+        refreshed(daemon)  # when a file would have been written
     daemon.stop()
     assert daemon.ready is None and not ready_path(daemon.config.socket).exists()
     assert not taken_path(daemon.config.socket).exists()

@@ -12,7 +12,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from daemon_helpers import NODES, Fixed, StaticSource, exchange_as_nobody, make_daemon, marked, raw_exchange
+from daemon_helpers import (
+    NODES,
+    Fixed,
+    StaticSource,
+    exchange_as_nobody,
+    make_daemon,
+    marked,
+    raw_exchange,
+    refreshed,
+)
 
 from slurm_advisor.daemon.client import Client, call
 from slurm_advisor.daemon.protocol import ProtocolError
@@ -228,7 +237,7 @@ def test_an_advised_job_reports_a_live_sample_with_its_layout_and_neighbours(tmp
         queue.owners["501"] = 1000
         queue.advised_jobs.append(AdvisedJob("501", advice["decision"], "RUNNING", time.time() - 5, "n1,n2", False,
                                              3, 1000, time.time() - 4, 0.0, ("n1", "n2")))
-        time.sleep(0.3)  # a few refreshes
+        refreshed(daemon)  # the daemon reads the queue with the job in it
         assert call(daemon.config.socket, "report", job_id="501", iterations=40, seconds=2.0)["ok"] is True
     daemon.stop()
     with Store.open(daemon.config.db, create=False) as store:
@@ -248,13 +257,13 @@ def test_the_refresh_records_each_advised_jobs_outcome(tmp_path):
     job = AdvisedJob("601", "d-000000000abc", "PENDING", submit, "n2", False, 2, 1000)
     with _serve(daemon):
         queue.advised_jobs = [job]
-        time.sleep(0.3)
+        refreshed(daemon)
         queue.advised_jobs = [AdvisedJob("601", job.decision, "RUNNING", submit, "n2", False, 2, 1000, 1010.0,
                                          0.0, ("n2",))]
-        time.sleep(0.3)
+        refreshed(daemon)
         queue.advised_jobs = [AdvisedJob("601", job.decision, "COMPLETED", submit, "n2", False, 2, 1000, 1010.0,
                                          1100.0, ("n2",))]
-        time.sleep(0.3)
+        refreshed(daemon)
     daemon.stop()
     assert daemon.outcomes.written == 3  # one write per change of state, not one per refresh
     with Store.open(daemon.config.db, create=False) as store:
@@ -321,7 +330,7 @@ def test_a_job_left_to_slurm_reports_under_its_decision_from_slurms_view(tmp_pat
         queue.owners["502"] = 1000
         queue.advised_jobs.append(AdvisedJob("502", advice["decision"], "RUNNING", time.time() - 5, "", True, 2,
                                              1000, time.time() - 4, 0.0, ("n1",)))
-        time.sleep(0.3)  # a few refreshes: the claim ends as the job shows up running
+        refreshed(daemon)  # the claim ends as the job shows up running
         assert daemon.status()["claims"] == 0
         assert call(daemon.config.socket, "report", job_id="502", iterations=40, seconds=2.0)["ok"] is True
     daemon.stop()

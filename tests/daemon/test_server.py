@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from daemon_helpers import exchange_as_nobody, marked, raw_exchange
+from daemon_helpers import exchange_as_nobody, marked, raw_exchange, until
 
 from slurm_advisor.daemon.client import Client, call
 from slurm_advisor.policies.spread import SpreadPolicy
@@ -76,7 +76,7 @@ def test_claims_end_after_their_bound(tmp_path, policy, workers, action):
             assert first["action"] == action
             assert call(daemon.config.socket, "advise", job=marked(workers=workers, gpus=1))["reason"].startswith(
                 "left to Slurm as submitted")
-            time.sleep(0.5)  # the first job never showed up running: its claim lapses
+            until(lambda: daemon.status()["claims"] == 0, what="the claim lapsing")  # the job never ran
             assert call(daemon.config.socket, "advise", job=marked(workers=workers, gpus=1))["action"] == action
     finally:
         daemon.stop()
@@ -191,7 +191,7 @@ def test_a_bad_row_costs_only_itself(tmp_path):
     make = [Decision(f"d-00000000000{i}", datetime.now(UTC), "advise", "none", "p", None, "t", None, {})
             for i in range(3)]
     writer.put(make[0])
-    time.sleep(0.8)  # written alone first
+    until(lambda: writer.written == 1, what="the first decision written")  # alone first
     for d in make:   # then a batch holding a duplicate
         writer.put(d)
     writer.stop()
