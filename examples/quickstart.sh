@@ -9,6 +9,16 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+for arg in "$@"; do
+    if [ "$arg" = --help ] || [ "$arg" = -h ]; then  # this script's own help, then nothing runs
+        sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+        echo
+        echo "The demo's options:"
+        if [ -x .venv/bin/slurm-advisor ]; then .venv/bin/slurm-advisor demo --help | sed -n '/^Options:/,$p'; fi
+        exit 0
+    fi
+done
+
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi

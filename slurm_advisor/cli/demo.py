@@ -23,7 +23,7 @@ def demo(out: Path, episodes: int, jobs: int, seed: int) -> None:
     result = run_demo(DemoConfig(episodes=episodes, jobs=jobs, seed=seed), out / "model", log=click.echo)
     paths = write_outputs(result, out)
     exp = result.experiment
-    click.echo(f"\naverage job completion time etc. in seconds, on {jobs} unseen test jobs:\n")
+    click.echo(f"\nthe policies on {jobs} unseen test jobs (times in hours; results.json keeps seconds):\n")
     click.echo(table(exp.results))
     click.echo(f"\nspeed model: mean absolute percentage error {exp.speed_mape_unseen:.1%} "
                "on placements and jobs it never saw")

@@ -45,7 +45,7 @@ def loop(cluster, traces, cycles, jobs, speed_model, db, models_dir, mode, episo
     """One cycle per trace: run it through the daemon (serving slurm-default until a model is
     promoted) with jobs reporting their speeds and ending with outcomes, then retrain and promote
     or not. Prints per cycle avg JCT (the daemon's and slurm-default's on the same trace, in
-    seconds), the active speed model's MAPE on the cycle's observations, and whether retrain
+    hours; --json keeps seconds), the active speed model's MAPE on the cycle's observations, and whether retrain
     promoted. With no --cluster and no --trace it runs the embedded default: the shipped cluster
     and --cycles fresh traces of the demo's workload."""
     from slurm_advisor.cli.retrain import parse_hyper

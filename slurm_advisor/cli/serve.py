@@ -115,7 +115,7 @@ def mode(mode, socket_path) -> None:
 @click.option("--dry-run", is_flag=True, help="List the jobs it would release; change nothing.")
 def release(older_than_s, config_file, dry_run) -> None:
     """Unpin advised jobs pending too long: the daemon does this itself; run this from cron too, so
-    that no job stays pinned or capped when the daemon is down (examples/cron)."""
+    that no job stays pinned or capped when the daemon is down (examples/etc/cron)."""
     from slurm_advisor.daemon.queue import QueueError, SlurmQueue
     from slurm_advisor.errors import InputError
 

@@ -15,26 +15,32 @@ def summaries(results: Mapping[str, SimResult]) -> dict[str, dict[str, float]]:
     return {name: r.summary() for name, r in results.items()}
 
 
+#: (summary key, column header, hours): jobs here run for hours, so times are shown in hours
+_HEADERS = (("avg_jct", "avg JCT h", True), ("p95_jct", "p95 JCT h", True), ("makespan", "makespan h", True),
+            ("avg_queueing", "avg wait h", True), ("mean_slowdown", "slowdown", False),
+            ("utilization", "utilization", False))
+
+
 def table(results: Mapping[str, SimResult], reference: str = "slurm-default", floor: float | None = None) -> str:
-    """One row per policy; ``floor`` (``sim/floor.py``'s avg JCT, seconds) adds a line under them."""
+    """One row per policy, times in hours (the summaries keep seconds); ``floor`` (``sim/floor.py``'s
+    avg JCT, seconds) adds a line under them."""
     rows = summaries(results)
     ref = rows.get(reference, {}).get("avg_jct")
-    head = f"{'policy':<14}" + "".join(f"{c:>14}" for c in COLUMNS) + f"{'jct/' + reference:>22}"
+    head = f"{'policy':<14}" + "".join(f"{h:>13}" for _, h, _ in _HEADERS) + f"{'avg JCT / ' + reference:>28}"
     lines = [head, "-" * len(head)]
     for name, s in rows.items():
         if not s.get("jobs"):
             lines.append(f"{name:<14}  (no job finished)")
             continue
-        cells = "".join(f"{s[c]:>14.3f}" if c in ("mean_slowdown", "utilization") else f"{s[c]:>14.0f}"
-                        for c in COLUMNS)
-        ratio = f"{s['avg_jct'] / ref:>22.3f}" if ref else f"{'-':>22}"
+        cells = "".join(f"{s[c] / 3600:>13.2f}" if hours else f"{s[c]:>13.3f}" for c, _, hours in _HEADERS)
+        ratio = f"{s['avg_jct'] / ref:>28.3f}" if ref else f"{'-':>28}"
         lines.append(f"{name:<14}{cells}{ratio}")
     skipped = max((s.get("skipped", 0) for s in rows.values()), default=0)
     if skipped:
         lines.append(f"({skipped} job(s) can never fit on this cluster and were not simulated)")
     if floor is not None:
         ratio = f" ({floor / ref:.3f} x {reference})" if ref else ""
-        lines.append(f"floor: avg_jct {floor:.0f}{ratio}: no job waits, each runs alone on the fastest "
+        lines.append(f"floor: avg JCT {floor / 3600:.2f} h{ratio}: no job waits, each runs alone on the fastest "
                      "baseline placement")
     return "\n".join(lines)
 

@@ -21,7 +21,7 @@ def test_demo_trains_compares_and_writes_results(tmp_path: Path) -> None:
     result = CliRunner().invoke(main.cli, ["demo", "--out", str(out), "--episodes", "1", "--jobs", "40"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["policy", "avg_jct"])
+    head = next(i for i, line in enumerate(lines) if line.split()[:4] == ["policy", "avg", "JCT", "h"])
     rows = [line.split()[0] for line in lines[head + 2: head + 2 + len(BASELINES) + 1]]
     assert rows == [*BASELINES, "learned"]
     assert "speed model: mean absolute percentage error" in result.stdout
@@ -53,3 +53,13 @@ def test_default_cluster_is_shipped_with_the_package() -> None:
     nodes = default_cluster()
     assert len(nodes) == 8 and {(n.cpus, n.gpus, n.mem_mb) for n in nodes} == {(48, 8, 384_000)}
     assert len({n.switch for n in nodes}) == 2
+
+
+def test_the_quickstarts_help_is_its_own_and_runs_nothing() -> None:
+    """`bash examples/quickstart.sh --help` once printed the demo's help, then ran the whole loop."""
+    import subprocess
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "quickstart.sh"
+    done = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("The first thing to run") and "== the learning loop" not in done.stdout

@@ -59,14 +59,17 @@ def test_table_has_a_row_per_policy(trace: Path) -> None:
     result = simulate("--trace", str(trace))
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split()[:4] == ["policy", "avg_jct", "p95_jct", "makespan"]
+    assert lines[0].split()[:7] == ["policy", "avg", "JCT", "h", "p95", "JCT", "h"]  # units in the header
     rows = [line.split()[0] for line in lines[2:-1]]
     assert rows == list(BASELINES)
     assert all(len(line.split()) == 8 for line in lines[2:-1])
-    # the last line: the trace's floor, below every policy's avg JCT
-    assert lines[-1].startswith("floor: avg_jct ") and "x slurm-default" in lines[-1]
-    floor = float(lines[-1].split()[2])
+    # the last line: the trace's floor, below every policy's avg JCT, both in hours as the JSON's seconds
+    assert lines[-1].startswith("floor: avg JCT ") and "x slurm-default" in lines[-1]
+    floor = float(lines[-1].split()[3])
     assert 0 < floor <= min(float(line.split()[1]) for line in lines[2:-1])
+    summary = strict_json(simulate("--trace", str(trace), "--json").stdout)
+    first = lines[2].split()
+    assert float(first[1]) == pytest.approx(summary[first[0]]["avg_jct"] / 3600, abs=0.006)
 
 
 def test_json_gives_the_summary_of_each_policy(trace: Path) -> None:
