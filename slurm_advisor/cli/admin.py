@@ -158,8 +158,8 @@ def _status_text(data: dict[str, Any]) -> str:
 @_common
 @click.option("--since", help="Only decisions after this: 30m, 2h, 7d or an ISO time (UTC).")
 @click.option("--limit", default=50, show_default=True, help="At most this many, newest first.")
-@click.option("--mode", type=click.Choice(MODES))
-@click.option("--action", type=click.Choice(_ACTIONS))
+@click.option("--mode", type=click.Choice(MODES), help="Only decisions made in this mode.")
+@click.option("--action", type=click.Choice(_ACTIONS), help="Only decisions with this action.")
 def decisions(db, config_file, as_json, since, limit, mode, action) -> None:
     """Recorded decisions, newest first."""
     with _store(_config(config_file, db=db)) as store:

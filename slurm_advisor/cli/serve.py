@@ -28,7 +28,8 @@ _SOCKET_HELP = f"Unix socket (default {DaemonConfig.socket})"
               help="TOML config file (default /etc/slurm-advisor/config.toml when it exists).")
 @click.option("--refresh-s", type=float, help="Snapshot refresh period in seconds (default 2).")
 @click.option("--log-file", type=click.Path(path_type=Path), help="Log here instead of stderr.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              help="Log this and more severe (config log_level; default info).")
 @click.option("--report-port", type=int, help="Also take MUNGE-signed speed reports from other hosts on this TCP "
               "port (default 0: off; jobs then need SLURM_ADVISOR_REPORT_ADDRESS=host:port).")
 def serve(source, socket_path, mode, db, model, policy, cluster, config_file, refresh_s, log_file, log_level,

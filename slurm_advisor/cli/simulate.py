@@ -33,7 +33,7 @@ def parse_policies(value: str) -> list[str]:
 @click.option("--record-to", default=None, help="Store every observed speed sample here (DB URL or path).")
 @click.option("--sample-noise", default=0.02, show_default=True,
               help="Log-normal noise of recorded speeds, as real measurements have.")
-@click.option("--seed", default=0, show_default=True)
+@click.option("--seed", default=0, show_default=True, help="Seeds the simulations (the same seed, the same result).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Write a JCT CDF plot.")
 def simulate(cluster, trace, speed_model, policies, model_dir, record_to, sample_noise, seed, as_json, plot):

@@ -11,14 +11,15 @@ import click
 @click.command()
 @click.option("--from-db", "db_url", required=True,
               help="Existing store with recorded speed samples (DB URL or path).")
-@click.option("--cluster", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--cluster", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Cluster file (TOML) the model is trained for.")
 @click.option("--trace", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Training trace (keep the test trace apart).")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Model directory.")
 @click.option("--episodes", type=click.IntRange(min=1), default=None,
               help="RL episodes (default from the hyperparameters).")
 @click.option("--episode-jobs", type=click.IntRange(min=1), default=None, help="Jobs per RL episode.")
-@click.option("--seed", default=0, show_default=True)
+@click.option("--seed", default=0, show_default=True, help="Seeds the training (the same seed, the same model).")
 @click.option("--no-replay", is_flag=True, help="Ablation: learn from the latest episode only.")
 @click.option("--no-exploration", is_flag=True, help="Ablation: no job-aware exploration.")
 @click.option("--no-warm-start", is_flag=True, help="Ablation: start RL from random weights.")
