@@ -8,9 +8,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The read-only public data sets beside the checkout (../shared/data)."""
-    path = Path(os.environ.get("SLURM_ADVISOR_SHARED", REPO.parent / "shared")) / "data"
-    assert path.is_dir(), f"shared data not found at {path}; set SLURM_ADVISOR_SHARED"
+    """The public data sets the tests read: in the repository (examples/data, each with its source
+    and license), or ``$SLURM_ADVISOR_DATA`` where that is set."""
+    path = Path(os.environ.get("SLURM_ADVISOR_DATA", REPO / "examples" / "data"))
+    assert path.is_dir(), f"public data not found at {path}; set SLURM_ADVISOR_DATA"
     return path
 
 
