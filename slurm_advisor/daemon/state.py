@@ -129,6 +129,7 @@ class Refresher:
         self.after_refresh = after_refresh  # every refresh, failed or not (the daemon follows promotions)
         self._pins: dict[str, Pin | None] = {}  # decision -> its pin, for the jobs still waiting
         self._stop = threading.Event()
+        self._one_at_a_time = threading.Lock()  # the thread's refreshes and a direct call (tests, start)
         self._thread = threading.Thread(target=self._run, name="snapshot-refresh", daemon=True)
 
     def start(self) -> None:
@@ -145,11 +146,12 @@ class Refresher:
             self.refresh_once()
 
     def refresh_once(self) -> None:
-        self._refresh()
-        try:
-            self.after_refresh()
-        except Exception:  # never stop the refresh
-            log.exception("after-refresh hook failed")
+        with self._one_at_a_time:
+            self._refresh()
+            try:
+                self.after_refresh()
+            except Exception:  # never stop the refresh
+                log.exception("after-refresh hook failed")
 
     def _refresh(self) -> None:
         read_at = time.monotonic()  # claims added after this could not be in the listing

@@ -108,15 +108,15 @@ def exchange_as_nobody(path, line: bytes) -> dict:
 
 
 def until(done, timeout_s: float = 10.0, what: str = "the awaited state") -> None:
-    """Poll ``done`` until it is true, failing after ``timeout_s``: for what offers no event."""
+    """Poll ``done`` until it is true, failing after ``timeout_s``: only for a daemon in another
+    process, which offers no event to wait on."""
     deadline = time.monotonic() + timeout_s
     while not done():
         assert time.monotonic() < deadline, f"{what}: not within {timeout_s:g} s"
         time.sleep(0.01)
 
 
-def refreshed(daemon: Daemon, times: int = 2, timeout_s: float = 10.0) -> None:
-    """Until ``daemon`` has done ``times`` more full refreshes: with two, one began after the
-    call, so it saw what the test changed before it."""
-    seen = daemon.state.counters.refreshes
-    until(lambda: daemon.state.counters.refreshes >= seen + times, timeout_s, f"{times} refreshes")
+def refreshed(daemon: Daemon) -> None:
+    """One full refresh of ``daemon`` now, in this thread (beside its refresh thread, never at
+    once with it): the daemon has then read what the test changed before the call."""
+    daemon.refresher.refresh_once()

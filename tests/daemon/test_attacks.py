@@ -14,12 +14,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from daemon_helpers import exchange_as_nobody, marked, raw_exchange
+from daemon_helpers import exchange_as_nobody, marked, raw_exchange, until
 
 from slurm_advisor.daemon.client import call
 
@@ -29,13 +29,6 @@ PER_UID = 6
 FD_SLACK = 8             # fds beyond the start's and the connections' (a closing socket, a log rotation)
 MB = 1 << 20
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching to other uids needs root")
-
-
-def _until(done: Callable[[], object], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s:g} s"
-        time.sleep(0.05)
 
 
 @dataclass
@@ -73,7 +66,7 @@ def served() -> Iterator[Served]:
                              "--policy", "slurm-default", "--config", str(config), "--socket", str(sock),
                              "--db", str(root / "advisor.db"), "--log-file", str(log)])
     try:
-        _until(lambda: proc.poll() is not None or _answers(sock), 30, "the daemon answering health")
+        until(lambda: proc.poll() is not None or _answers(sock), 30, "the daemon answering health")
         assert proc.poll() is None, log.read_text()
         daemon = Served(proc, sock, log)
         for _ in range(20):  # warm: the first decisions allocate what every later one reuses
@@ -148,7 +141,8 @@ def test_slowloris_clients_are_dropped_at_their_deadline_not_kept_by_each_byte(s
             break
         if i == 3:  # the trickle is on: others are served meanwhile
             assert call(served.socket, "advise", job=marked())["ok"] is True
-        time.sleep(0.2)  # the attack's own pace, not a wait for the daemon
+        # the attack's pace, one byte every 0.2 s, cut short by the event awaited: a drop
+        select.select([s for s, _ in clients if s.fileno() not in lifetimes], [], [], 0.2)
     for s, _ in clients:
         s.close()
     assert len(lifetimes) == len(clients), "a client sending a byte every 0.2 s was never dropped"
@@ -186,7 +180,7 @@ def test_a_client_that_never_reads_its_replies_is_stopped_then_dropped(served):
         else:
             pytest.fail(f"the daemon read {sent / MB:.0f} MB from a client that read no reply and kept going")
         assert sent < 4 * MB  # the socket buffers and one backlog, not the whole stream
-        _until(lambda: served.counter("connections_dropped") > dropped_before, TIMEOUT_S + 3,
+        until(lambda: served.counter("connections_dropped") > dropped_before, TIMEOUT_S + 3,
                "the non-reading client dropped")
     assert_survived(served)
 
@@ -202,7 +196,7 @@ def test_many_connections_from_many_users_leave_room_for_root(served):
             with os.fdopen(ready, "rb") as pipe:
                 assert pipe.read() == b"connected", f"child {pid} failed"
         expected = len(uids) * each - (MAX_CONNECTIONS - MAX_CONNECTIONS // 8)
-        _until(lambda: served.counter("connections_refused") - refused_before == expected, 3,
+        until(lambda: served.counter("connections_refused") - refused_before == expected, 3,
                f"{expected} connections refused")
         assert_survived(served)  # while they hold every place they may take
         assert served.log_lines("connection refused:") <= 2  # once per 10 s, with a count
@@ -264,7 +258,7 @@ def test_a_flood_of_refused_taken_datagrams_is_counted_and_logged_once(served):
             os._exit(0)
     _, exit_status = os.waitpid(pid, 0)
     assert exit_status == 0
-    _until(lambda: served.counter("ready_refused") - refused_before == count, 10, f"{count} notes refused")
+    until(lambda: served.counter("ready_refused") - refused_before == count, 10, f"{count} notes refused")
     assert 1 <= served.log_lines("ready answer note refused") <= 2
     assert_survived(served)
 
@@ -290,9 +284,9 @@ def test_a_ready_key_that_is_no_utf8_text_never_stops_the_ready_answers(served):
     line = (b'{"v": 1, "op": "advise", "ready_key": "\\ud800", "job": ' + json.dumps(marked()).encode()
             + b"}\n")
     assert json.loads(raw_exchange(served.socket, line))["ok"] is True
-    _until(lambda: served.counter("ready_keys_ignored") >= 1, 10, "the key ignored")
+    until(lambda: served.counter("ready_keys_ignored") >= 1, 10, "the key ignored")
     published = served.counter("ready_published")
-    _until(lambda: served.counter("ready_published") > published, 15, "the ready answers published again")
+    until(lambda: served.counter("ready_published") > published, 15, "the ready answers published again")
     assert_survived(served)
 
 
@@ -305,5 +299,5 @@ def test_reports_that_would_poison_training_are_refused(served):
 
 def test_sighup_is_logged_and_ignored(served):
     served.proc.send_signal(1)
-    _until(lambda: served.log_lines("SIGHUP") >= 1, 10, "the SIGHUP logged")
+    until(lambda: served.log_lines("SIGHUP") >= 1, 10, "the SIGHUP logged")
     assert_survived(served)

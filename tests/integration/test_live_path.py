@@ -271,8 +271,9 @@ def test_a_job_pinned_to_nodes_taken_first_is_released_after_the_bound(slurm: Sl
     pinned = slurm.submit(["--comment", "slurm-advisor: type=bert ps=0 workers=8", "-n", "8"], 30)
     assert "ReqNodeList=n[1-4]" in run(["scontrol", "show", "job", pinned])
     stale.signal(signal.SIGKILL)
-    time.sleep(2.0)  # a time window, not an event: Slurm's scheduler passes several times and leaves it
-    assert slurm.job(pinned).state == "PENDING"
+    # Slurm's scheduler has weighed it (a pending job's reason is None until then) and left it waiting
+    view = slurm.wait(pinned, lambda v: v.reason not in ("", "None"), timeout_s=30, what="a scheduling pass")
+    assert view.state == "PENDING", view
     env = {**os.environ, "SLURM_ADVISOR_DB": str(stale.db)}
     out = subprocess.run([sys.executable, "-m", "slurm_advisor.cli", "release", "--older-than", "1"], env=env,
                          capture_output=True, text=True, timeout=60, check=True).stdout
