@@ -79,22 +79,24 @@ def build_daemon(config: DaemonConfig) -> Daemon:
 
 def _show_config(queue) -> str | None:
     """``scontrol show config`` once at start (None for the simulated source or when it fails)."""
-    if not isinstance(queue, SlurmQueue):
-        return None
-    try:
-        return queue.show_config()
-    except QueueError as exc:
-        log.warning("cannot read Slurm's config (%s): outcomes from squeue only, pins allowed", exc)
-        return None
+    return _asked_at_start(queue, SlurmQueue.show_config,
+                           "cannot read Slurm's config (%s): outcomes from squeue only, pins allowed")
 
 
 def _default_partition(queue) -> str | None:
+    return _asked_at_start(queue, SlurmQueue.default_partition,
+                           "cannot read Slurm's partitions (%s): a job without -p is not pinned")
+
+
+def _asked_at_start(queue, ask, warning: str) -> str | None:
+    """``ask(queue)`` of a real Slurm queue; None for the simulated source, or with ``warning``
+    logged when Slurm does not answer (the daemon serves without it)."""
     if not isinstance(queue, SlurmQueue):
         return None
     try:
-        return queue.default_partition()
+        return ask(queue)
     except QueueError as exc:
-        log.warning("cannot read Slurm's partitions (%s): a job without -p is not pinned", exc)
+        log.warning(warning, exc)
         return None
 
 

@@ -59,12 +59,12 @@ _WRITER_COUNTERS = {
     "reports_written": ("reports", "written", "Speed reports written to the store."),
     "reports_dropped": ("reports", "dropped", "Speed reports the store never got."),
     "outcomes_written": ("outcomes", "written", "Job outcome changes written to the store."),
-    "decisions_spooled": ("writer", "spooled", "Decisions appended to the spool before their reply."),
-    "decisions_spool_failed": ("writer", "spool_failed", "Decisions the spool could not take (kept in memory)."),
-    "decisions_spool_damaged": ("writer", "spool_damaged", "Damaged spool lines of decisions skipped."),
-    "reports_spooled": ("reports", "spooled", "Speed reports appended to the spool before their reply."),
-    "reports_spool_failed": ("reports", "spool_failed", "Speed reports the spool could not take (kept in memory)."),
-    "reports_spool_damaged": ("reports", "spool_damaged", "Damaged spool lines of speed reports skipped."),
+    # the spool's counts, the same for both spooled writers
+    **{f"{name}_{count}": (writer, count, help_text.format(label))
+       for name, label, writer in (("decisions", "Decisions", "writer"), ("reports", "Speed reports", "reports"))
+       for count, help_text in (("spooled", "{} appended to the spool before their reply."),
+                                ("spool_failed", "{} the spool could not take (kept in memory)."),
+                                ("spool_damaged", "{}: damaged spool lines skipped."))},
 }
 
 
