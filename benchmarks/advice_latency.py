@@ -92,7 +92,7 @@ def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path, spool: bo
     from slurm_advisor.store import Store
 
     snapshot = loaded_snapshot(make_cluster(nodes))
-    config = replace(DaemonConfig(), socket=socket_path, db=str(db), claim_ttl_s=1.0, refresh_s=1.0)
+    config = replace(DaemonConfig(), mode="advise", socket=socket_path, db=str(db), claim_ttl_s=1.0, refresh_s=1.0)
     if not spool:
         (socket_path.parent / "no-spool").write_text("")
         config = replace(config, spool_dir=socket_path.parent / "no-spool" / "spool")

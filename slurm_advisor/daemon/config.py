@@ -25,7 +25,8 @@ SOURCES = ("slurm", "pyslurm", "simulated")
 @dataclass(frozen=True)
 class DaemonConfig:
     socket: Path = Path("/run/slurm-advisor/advisor.sock")
-    mode: str = "advise"                      # observe | advise | enforce (docs: README "Modes")
+    mode: str = "observe"                     # observe | advise | enforce (docs: admin guide, "Modes");
+    #                                           observe by default: nothing changes until an admin says so
     source: str = "slurm"                     # slurm (CLI JSON) | pyslurm | simulated
     cluster: Path | None = None               # simulated source: cluster file (None: the embedded one)
     db: str = "/var/lib/slurm-advisor/advisor.db"   # SQLite path or any SQLAlchemy URL

@@ -63,7 +63,7 @@ def served(tmp_path):
     from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
     from slurm_advisor.store import Store
 
-    config = replace(DaemonConfig(), socket=tmp_path / "a.sock", db=str(tmp_path / "a.db"), refresh_s=0.05)
+    config = replace(DaemonConfig(), mode="advise", socket=tmp_path / "a.sock", db=str(tmp_path / "a.db"), refresh_s=0.05)
     service = AdviceService(Advisor(SlurmDefaultPolicy()), lambda snapshot, job, placement: placement)
     daemon = Daemon(config, _Cluster(), _Owners(), service, Store.open(config.db))
     daemon.start()

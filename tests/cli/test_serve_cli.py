@@ -36,7 +36,7 @@ def test_serve_answers_then_stops_cleanly_on_sigterm(tmp_path, policy, action):
     sock, db = tmp_path / "run" / "advisor.sock", tmp_path / "advisor.db"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_ADVISOR_")}
     proc = subprocess.Popen([*CLI, "serve", "--source", "simulated", "--socket", str(sock), "--db", str(db),
-                             "--policy", policy, "--refresh-s", "0.2"], env=env,
+                             "--policy", policy, "--refresh-s", "0.2", "--mode", "advise"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert wait_for(sock)["mode"] == "advise"

@@ -63,7 +63,7 @@ def served() -> Iterator[Served]:
                       f"max_connections_per_uid = {PER_UID}\n")
     sock, log = root / "advisor.sock", root / "daemon.log"
     proc = subprocess.Popen([sys.executable, "-m", "slurm_advisor.cli", "serve", "--source", "simulated",
-                             "--policy", "slurm-default", "--config", str(config), "--socket", str(sock),
+                             "--policy", "slurm-default", "--mode", "advise", "--config", str(config), "--socket", str(sock),
                              "--db", str(root / "advisor.db"), "--log-file", str(log)])
     try:
         until(lambda: proc.poll() is not None or _answers(sock), 30, "the daemon answering health")

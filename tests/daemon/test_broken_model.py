@@ -15,7 +15,7 @@ from slurm_advisor.retrain.modelsdir import point_active
 
 
 def _config(tmp_path, **changes) -> DaemonConfig:
-    return replace(DaemonConfig(), source="simulated", socket=tmp_path / "a.sock", db=str(tmp_path / "a.db"),
+    return replace(DaemonConfig(), mode="advise", source="simulated", socket=tmp_path / "a.sock", db=str(tmp_path / "a.db"),
                    models_dir=tmp_path / "models", **changes)
 
 

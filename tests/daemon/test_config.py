@@ -17,6 +17,11 @@ def test_layers_flags_over_environment_over_file(tmp_path):
     assert load_config(None, {}, {}).db == DaemonConfig().db
 
 
+def test_with_no_config_at_all_the_daemon_only_observes():
+    """A site that starts the daemon before writing a config must see nothing change in its jobs."""
+    assert load_config(None, {}, {}).mode == "observe"
+
+
 def test_a_daemon_table_is_read_too(tmp_path):
     file = tmp_path / "config.toml"
     file.write_text('[daemon]\nmode = "observe"\n')
@@ -52,7 +57,7 @@ def test_environment_is_checked_like_the_file():
     with pytest.raises(InputError, match="environment: SLURM_ADVISOR_REFRESH_S must be a number"):
         load_config(None, {"SLURM_ADVISOR_REFRESH_S": "x"}, {})
     # variables of other tools that share the prefix are not settings and are ignored
-    assert load_config(None, {"SLURM_ADVISOR_LAYOUT": "ps=n1;worker=n2"}, {}).mode == "advise"
+    assert load_config(None, {"SLURM_ADVISOR_LAYOUT": "ps=n1;worker=n2"}, {}).mode == "observe"
 
 
 def test_the_example_config_is_valid():

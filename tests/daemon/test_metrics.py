@@ -159,7 +159,7 @@ def test_serve_takes_the_metrics_port_and_the_decision_log_from_its_environment(
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("SLURM_ADVISOR_")},
            "SLURM_ADVISOR_METRICS_PORT": str(port), "SLURM_ADVISOR_DECISION_LOG": str(log)}
     proc = subprocess.Popen([sys.executable, "-m", "slurm_advisor.cli", "serve", "--source", "simulated",
-                             "--policy", "slurm-default", "--socket", str(sock), "--db", str(tmp_path / "a.db")],
+                             "--policy", "slurm-default", "--mode", "advise", "--socket", str(sock), "--db", str(tmp_path / "a.db")],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         serving(sock, proc)

@@ -44,7 +44,7 @@ class Static:
     (0.05, 'run "7"\tü\\ ' + JOB["comment"]),  # the key's JSON text, escapes and UTF-8, as both sides write it
 ])
 def test_a_burst_takes_ready_answers_and_never_overcommits(tmp_path: Path, pause_s: float, comment: str) -> None:
-    config = replace(DaemonConfig(), socket=tmp_path / "advisor.sock", db=str(tmp_path / "advisor.db"),
+    config = replace(DaemonConfig(), mode="advise", socket=tmp_path / "advisor.sock", db=str(tmp_path / "advisor.db"),
                      refresh_s=60.0, claim_ttl_s=600.0)
     daemon = Daemon(config, Static(), NoQueue(), AdviceService(Advisor(SpreadPolicy()), lambda s, j, p: p),
                     Store.open(config.db))

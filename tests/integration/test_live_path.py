@@ -104,6 +104,9 @@ def refreshed(times: int = 2, timeout_s: float = 30.0) -> None:
 
 
 def start(daemons, tmp_path, *args, name="advisor.db", **env) -> DaemonProcess:
+    """A daemon in advise mode unless ``args`` name another (the daemon's own default is observe)."""
+    if "--mode" not in args:
+        args = (*args, "--mode", "advise")
     d = DaemonProcess(tmp_path / name, *args, **env)
     daemons.append(d)
     return d

@@ -27,7 +27,7 @@ def daemon(tmp_path: Path):
     models = tmp_path / "models"
     first = publish_copy(models, "first")
     modelsdir.point_active(models, first)
-    cfg = replace(DaemonConfig(), socket=tmp_path / "a.sock", refresh_s=0.05, models_dir=models,
+    cfg = replace(DaemonConfig(), mode="advise", socket=tmp_path / "a.sock", refresh_s=0.05, models_dir=models,
                   db=str(tmp_path / "advisor.db"))
     advisor = Advisor(make_policy("learned", PolicyContext(model_dir=models / first)), fallback=SlurmDefaultPolicy())
     service = AdviceService(advisor, lambda snapshot, job, placement: placement, model_version=first)
