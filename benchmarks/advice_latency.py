@@ -277,7 +277,7 @@ def lua_case(fields: dict) -> dict:
 
 def hook_calls(path: Path, requests: list[dict], calls: int) -> list[float]:
     """The real hook's time per call (ms) over ``calls`` calls cycling through three job shapes."""
-    from test_lua_hooks import lua_literal  # tests/hooks: the same Lua encoding the hook tests use
+    from lua_driver import lua_literal  # tests/hooks: the same Lua encoding the hook tests use
 
     driver = REPO / "tests" / "hooks" / "lua" / "driver.lua"
     with tempfile.TemporaryDirectory(prefix="hook-bench-") as tmp:

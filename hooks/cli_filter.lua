@@ -8,8 +8,8 @@ ran); a site that must place jobs uses job_submit.lua on the controller instead.
 the two, not both: each would ask the daemon about the same job.
 
 What it does for a job whose --comment carries "slurm-advisor:": the same `advise` exchange as
-job_submit.lua (it loads that file as a library, so install both side by side in the Slurm
-config directory of the login nodes, or point SLURM_ADVISOR_HOOK_LIB at job_submit.lua), then
+job_submit.lua (it loads slurm_advisor.lua, the hook's module, so install both side by side in
+the Slurm config directory of the login nodes, or point SLURM_ADVISOR_HOOK_LIB at the module), then
   place  --nodelist, --nodes=N, --ntasks, and --export gains SLURM_ADVISOR_LAYOUT / _DECISION
   cap    --nodes=MIN-MAX, and --switches=COUNT@SECONDS when the reply has switches
   none   nothing
@@ -27,15 +27,15 @@ local function library_path()
     if path and path ~= "" then return path end
     local source = debug.getinfo(1, "S").source     -- "@/etc/slurm/cli_filter.lua"
     local dir = source:match("^@(.*)/[^/]*$") or "."
-    return dir .. "/job_submit.lua"
+    return dir .. "/slurm_advisor.lua"
 end
 
 local LIBRARY = library_path()
-local loaded, load_error = pcall(dofile, LIBRARY)
-local advisor = loaded and slurm_advisor or nil
+local loaded, library = pcall(dofile, LIBRARY)
+local advisor = loaded and type(library) == "table" and library or nil
 if advisor == nil then
     slurm.log_error("%s", "slurm-advisor: cli_filter cannot load " .. LIBRARY .. ": "
-                          .. tostring(load_error) .. "; jobs pass unadvised")
+                          .. tostring(library) .. "; jobs pass unadvised")
 end
 
 local NO_VAL = slurm.NO_VAL or 4294967294

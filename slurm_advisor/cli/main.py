@@ -43,11 +43,12 @@ def _register() -> None:
     from slurm_advisor.cli.report import report
     from slurm_advisor.cli.retrain import retrain
     from slurm_advisor.cli.serve import ctl, release, serve
+    from slurm_advisor.cli.setup import setup
     from slurm_advisor.cli.simulate import simulate
     from slurm_advisor.cli.train import train
 
     for command in (demo, simulate, train, convert, layout, serve, ctl, release, db, report, retrain,
-                    status, decisions, observations, export, explain, shadow, models, mode, loop):
+                    status, decisions, observations, export, explain, shadow, models, mode, loop, setup):
         cli.add_command(command)
 
 

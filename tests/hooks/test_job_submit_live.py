@@ -161,7 +161,7 @@ def test_cli_filter_places_from_the_client(jobs: list[str], tmp_path: Path) -> N
     etc.mkdir()
     (etc / "slurm.conf").write_text(conf.read_text() + "\nCliFilterPlugins=lua\n")
     shutil.copy(conf.parent / "gres.conf", etc / "gres.conf")
-    for name in ("cli_filter.lua", "job_submit.lua"):
+    for name in ("cli_filter.lua", "slurm_advisor.lua"):  # the filter loads the module beside it
         shutil.copy(Path(__file__).resolve().parents[2] / "hooks" / name, etc / name)
     switch = ROOT / "advisor.disabled"
     daemon = FakeAdvisor(SOCKET)
@@ -181,3 +181,42 @@ def test_cli_filter_places_from_the_client(jobs: list[str], tmp_path: Path) -> N
     assert "AdminComment" not in job  # the client cannot set it
     env = out.read_text()
     assert "SLURM_ADVISOR_LAYOUT=ps=n2;worker=n2,n3,n3\n" in env and "SLURM_ADVISOR_DECISION=d-live0000001\n" in env
+
+
+SITE_SCRIPT = """-- a site's own hook: its admin_comment on every job
+function slurm_job_submit(job_desc, part_list, submit_uid)
+    job_desc.admin_comment = "site-routed"
+    return slurm.SUCCESS
+end
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+    return slurm.SUCCESS
+end
+return slurm.SUCCESS
+"""
+
+
+def test_a_sites_own_script_chained_by_install_runs_first_then_the_advisor(jobs: list[str]) -> None:
+    """`hooks/install.sh --chain` on a site's job_submit.lua, in the real slurmctld: the site's code
+    runs first (its admin_comment), the advisor after it (its stamp appended, its nodes)."""
+    etc = Path(os.environ["SLURM_CONF"]).parent
+    script = etc / "job_submit.lua"
+    ours, mtime = script.read_bytes(), script.stat().st_mtime
+    daemon = FakeAdvisor(SOCKET)
+    daemon.reply_with(REPLY)
+    try:
+        script.write_text(SITE_SCRIPT)
+        subprocess.run(["bash", str(Path(__file__).resolve().parents[2] / "hooks" / "install.sh"), "--chain",
+                        str(etc)], check=True, capture_output=True, timeout=60)
+        os.utime(script, (mtime + 2, mtime + 2))  # slurmctld reloads on a change of whole seconds
+        job_id = sbatch(jobs, "--comment", MARKER, "-n", "4", "-o", "/dev/null", "--wrap", "true")
+        job = wait_done(job_id)
+    finally:
+        daemon.close()
+        script.write_bytes(ours)
+        os.utime(script, (mtime + 4, mtime + 4))
+        for backup in etc.glob("job_submit.lua.bak.*"):
+            backup.unlink()
+    assert daemon.connections == 1
+    # (show_job's fields end at a space)
+    assert " AdminComment=site-routed slurm-advisor:d-live0000001 " in slurm("scontrol", "show", "job", "-o", job_id)
+    assert job["JobState"] == "COMPLETED" and job["NodeList"] == "n[2-3]", job

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import time
@@ -19,17 +18,13 @@ from typing import Any
 
 import pytest
 from fake_advisor import CAP, NONE, OBSERVE, PLACE, FakeAdvisor, close_silently, line
+from lua_driver import DRIVER, HOOK, LUA, REPO, TIMEOUT_S, lua_literal, lua_socket_missing
 
 from slurm_advisor.daemon.protocol import decode_request
 from slurm_advisor.slurm.marker import parse_marker
 from slurm_advisor.slurm.request import read
 
-REPO = Path(__file__).resolve().parents[2]
-HOOK = REPO / "hooks" / "job_submit.lua"
 CLI_FILTER = REPO / "hooks" / "cli_filter.lua"
-DRIVER = Path(__file__).parent / "lua" / "driver.lua"
-LUA = shutil.which("lua5.1")
-TIMEOUT_S = 0.2
 
 # what the hook copies of the marker into a batch job's environment (for `slurm-advisor layout`)
 MARKER_ENV = "slurm-advisor: type=resnet50 ps=1 workers=4 batch=64"
@@ -38,53 +33,7 @@ MARKED = {"comment": 'run 7 "x" slurm-advisor: type=resnet50 ps=1 workers=4 batc
           "tres_per_task": "gres:gpu:1", "time_limit": 120, "environment": {"HOME": "/home/u"}}
 
 
-def _lua_socket_missing() -> str | None:
-    if LUA is None:
-        return "lua5.1 not installed (Debian: apt-get install lua5.1 lua-socket)"
-    probe = subprocess.run([LUA, "-e", 'require("socket.unix")'], check=False, capture_output=True,
-                           text=True)
-    return None if probe.returncode == 0 else "lua-socket not installed (Debian: apt-get install lua-socket)"
-
-
-pytestmark = pytest.mark.skipif(bool(_lua_socket_missing()), reason=_lua_socket_missing() or "")
-
-
-def lua_literal(value: Any) -> str:
-    """`value` as a Lua expression (None -> nil)."""
-    if value is None:
-        return "nil"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return '"' + "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:03d}"
-                             for b in value.encode()) + '"'
-    if isinstance(value, dict):
-        return "{" + ",".join(f"[{lua_literal(k)}]={lua_literal(v)}" for k, v in value.items()) + "}"
-    raise TypeError(value)
-
-
-@pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[FakeAdvisor]:
-    server = FakeAdvisor(tmp_path / "advisor.sock")
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def run_hook(tmp_path: Path, daemon: FakeAdvisor):
-    def run(fields: dict[str, Any], mode: str = "submit", hook: Path = HOOK, *extra: str,
-            env: dict[str, str] | None = None) -> dict[str, Any]:
-        case = tmp_path / "case.lua"
-        case.write_text("return " + lua_literal(fields) + "\n")
-        environ = {**os.environ, "SLURM_ADVISOR_SOCKET": daemon.path, "SLURM_ADVISOR_TIMEOUT": str(TIMEOUT_S),
-                   "SLURM_ADVISOR_KILL_SWITCH": str(tmp_path / "disabled"), **(env or {})}
-        proc = subprocess.run([LUA, str(DRIVER), mode, str(hook), str(case), *extra], check=False,
-                              capture_output=True, text=True, env=environ, timeout=60)
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
-    return run
+pytestmark = pytest.mark.skipif(bool(lua_socket_missing()), reason=lua_socket_missing() or "")
 
 
 def assert_untouched(result: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_lua_hooks import DRIVER, HOOK, LUA, _lua_socket_missing, lua_literal
+from lua_driver import DRIVER, HOOK, LUA, lua_literal, lua_socket_missing
 
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.daemon.config import DaemonConfig
@@ -23,7 +23,7 @@ from slurm_advisor.domain import ClusterSnapshot, Node
 from slurm_advisor.policies.spread import SpreadPolicy
 from slurm_advisor.store import Store
 
-pytestmark = pytest.mark.skipif(bool(_lua_socket_missing()), reason=_lua_socket_missing() or "")
+pytestmark = pytest.mark.skipif(bool(lua_socket_missing()), reason=lua_socket_missing() or "")
 
 NODES = tuple(Node(f"n{i}", 8, 4, 32000) for i in range(1, 5))
 JOB = {"comment": "slurm-advisor: type=resnet50 ps=0 workers=2", "name": "train", "user_id": 1000,

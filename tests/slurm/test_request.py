@@ -1,6 +1,6 @@
 """slurm/request.read: the job_submit hook's job_desc fields into a Submission, field by field.
 
-The fields are literal dicts as ``hooks/job_submit.lua`` sends them: Slurm's field names, a value
+The fields are literal dicts as the job submit hook (``hooks/slurm_advisor.lua``) sends them: Slurm's field names, a value
 Slurm holds as unset sent as null, or (the fields the hook passes through as numbers) as Slurm's
 own NO_VAL sentinels: NO_VAL = 4294967294, NO_VAL16 = 65534.
 """
@@ -15,7 +15,7 @@ from slurm_advisor.slurm.request import MODELLED, UNMODELLED, Mismatch, read
 
 NO_VAL, NO_VAL16 = 4294967294, 65534
 NOW = 1_700_000_000.0
-HOOK = Path(__file__).resolve().parents[2] / "hooks" / "job_submit.lua"
+HOOK = Path(__file__).resolve().parents[2] / "hooks" / "slurm_advisor.lua"  # the hook's module: read_job
 
 #: what sbatch leaves unset, as the hook sends it (slurm_init_job_desc_msg of 22.05; null for the
 #: fields the hook maps through unset_as_nil and for unset strings)

@@ -34,7 +34,7 @@ slurm = {
 
 -- The descriptor's fields the hook may write, and the Lua type Slurm's setter checks for.
 local WRITABLE = {
-    comment = "string", admin_comment = "string", req_nodes = "string",
+    comment = "string", admin_comment = "string", req_nodes = "string", partition = "string",
     num_tasks = "number", min_nodes = "number", max_nodes = "number",
     req_switch = "number", wait4switch = "number",
 }
