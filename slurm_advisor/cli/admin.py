@@ -71,6 +71,7 @@ def status(db, config_file, as_json, socket_path, recent, scan) -> None:
             decisions = views.scan_decisions(store, scan=scan)
             outcomes = views.outcomes_by_decision(store)
             data["active_model"] = _model_dict(store.active_model())
+            data["discounted_reporters"] = _discounted_reporters(store)
     except InputError as exc:
         data["store_error"] = str(exc)
         decisions, outcomes = [], {}
@@ -82,6 +83,12 @@ def status(db, config_file, as_json, socket_path, recent, scan) -> None:
         sys.exit(2)
     if data["daemon"] is None:
         sys.exit(DAEMON_DOWN)
+
+
+def _discounted_reporters(store) -> dict[str, str]:
+    """uid -> why, for the owners whose reports the newest retrain left out (retrain/owners.py)."""
+    newest = max(store.list_models(), key=lambda m: m.created_at, default=None)
+    return dict((newest.metrics.get("owners") or {}).get("discounted", {})) if newest else {}
 
 
 def _unseen_after_s(config: DaemonConfig) -> float:
@@ -137,6 +144,8 @@ def _status_text(data: dict[str, Any]) -> str:
     model = data.get("active_model")
     lines.append(f"registry: active model {model['version']} ({model['directory']})" if model
                  else "registry: no active model")
+    for uid, why in data.get("discounted_reporters", {}).items():
+        lines.append(f"reports: uid {uid} left out by the last retrain: {why}")
     lines.append(f"recent fallbacks ({len(data['fallbacks'])}):")
     lines.append(views.table(("decision", "time", "mode", "action", "policy", "reason"),
                              [(r["id"], r["time"][:19], r["mode"], r["action"], r["policy"], r["reason"])

@@ -32,6 +32,9 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
               help="At most this many samples held out (the share alone grows with the store).")
 @click.option("--max-mape", type=click.FloatRange(min=0, min_open=True), default=0.5, show_default=True,
               help="Never promote a candidate whose speed model misses held-out speeds by more.")
+@click.option("--prior-tolerance", type=click.FloatRange(min=0), default=0.1, show_default=True,
+              help="Never promote a candidate more than this share worse than the incumbent under the "
+                   "prior (the contention model, which read no report).")
 @click.option("--jobs", "recent", type=click.IntRange(min=1), default=300, show_default=True,
               help="Recent advised jobs in the replayed mix.")
 @click.option("--episodes", type=click.IntRange(min=1), help="RL episodes (default from the hyperparameters).")
@@ -42,12 +45,15 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--partition", help="With --submit: the partition (e.g. a GPU one).")
 @click.option("--sbatch-arg", "sbatch_args", multiple=True, help="With --submit: one more sbatch argument; repeatable.")
 @click.pass_context
-def retrain(ctx, db, config_file, models_dir, cluster, trace, margin, holdout_fraction, holdout_max, max_mape, recent,
-            episodes, hyper_values, as_json, submit, partition, sbatch_args) -> None:
+def retrain(ctx, db, config_file, models_dir, cluster, trace, margin, holdout_fraction, holdout_max, max_mape,
+            prior_tolerance, recent, episodes, hyper_values, as_json, submit, partition, sbatch_args) -> None:
     """Refit the speed model on the stored samples, fine-tune the active policy against it, and
     promote the candidate only if it beats the active model (or, before the first, slurm-default)
-    by --margin on avg JCT of the recent job mix under an independent judge, without a worse
-    speed model on the held-out recent samples. The daemon picks a promoted model up by itself.
+    by --margin on avg JCT of the recent job mix under an independent judge, no more than
+    --prior-tolerance worse under a prior that read no report, without a worse speed model on
+    the held-out recent samples. Owners whose reports contradict Slurm's clock are left out, and
+    no owner weighs more than a quarter (docs/learned.md). The daemon picks a promoted model up
+    by itself.
 
     Exit status: 0 promoted; 1 error (active model unchanged); 2 bad input; 3 kept the active
     model (not better: the reason is printed); 4 another retrain is running.
@@ -63,8 +69,8 @@ def retrain(ctx, db, config_file, models_dir, cluster, trace, margin, holdout_fr
         return
     if partition or sbatch_args:
         raise InputError("--partition and --sbatch-arg go with --submit")
-    result = _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, holdout_max, max_mape, recent,
-                  episodes, hyper_values)
+    result = _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, holdout_max, max_mape,
+                  prior_tolerance, recent, episodes, hyper_values)
     if result.status is RetrainExit.LOCKED:
         click.echo(f"error: {result.reason}", err=True)
     if as_json:
@@ -75,8 +81,8 @@ def retrain(ctx, db, config_file, models_dir, cluster, trace, margin, holdout_fr
     sys.exit(result.status)
 
 
-def _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, holdout_max, max_mape, recent, episodes,
-         hyper_values):
+def _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, holdout_max, max_mape, prior_tolerance,
+         recent, episodes, hyper_values):
     from slurm_advisor.daemon.config import load_config
     from slurm_advisor.learned.hyper import Hyper
     from slurm_advisor.retrain.lock import AnotherRetrain
@@ -88,7 +94,7 @@ def _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, 
     if episodes is not None:
         hp = replace(hp, rl_episodes=episodes)
     settings = RetrainSettings(margin=margin, holdout_fraction=holdout_fraction, holdout_max=holdout_max,
-                               max_mape=max_mape, recent_jobs=recent, hyper=hp)
+                               max_mape=max_mape, prior_tolerance=prior_tolerance, recent_jobs=recent, hyper=hp)
     nodes = _cluster(config, cluster)
     log = lambda line: click.echo(line, err=True)  # stdout is for the result
     try:

@@ -7,7 +7,7 @@ samples before live ones (sim samples are the
 bootstrap recorded before the site ran live, and their clock starts at 0 while live samples
 carry epoch times); the last ``holdout_fraction`` of that order, at most ``holdout_max`` samples, is
 held out and never trained on (a share alone would grow with the store: a site a year in would never
-train on its last months).
+train on its last months); so is every sample of the owners kept for the judge (retrain/owners.py).
 
 **The job mix** is the most recent advised jobs, replayed from the decisions: each decision's
 request becomes a Job exactly as the daemon built it (``job_from_request``), it arrives at its
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from slurm_advisor.daemon.service import job_from_request
@@ -74,6 +74,15 @@ def split_by_time(samples: Sequence[SpeedSample], holdout_fraction: float,
         raise InputError(f"only {len(samples)} speed samples ({len(split.train)} after holding out "
                          f"{held}); at least {MIN_TRAIN_SAMPLES} are needed to train on")
     return split
+
+
+def split_by_time_and_owner(samples: Sequence[SpeedSample], holdout_fraction: float, holdout_max: int | None,
+                            owner: Callable[[SpeedSample], int | None], judges: frozenset[int]) -> SampleSplit:
+    """``split_by_time`` over the samples of owners not in ``judges``; every sample of ``judges``
+    is held out as well (never trained on: retrain/owners.py)."""
+    judged = [s for s in samples if owner(s) in judges]
+    split = split_by_time([s for s in samples if owner(s) not in judges], holdout_fraction, holdout_max)
+    return SampleSplit(split.train, split.holdout + judged)
 
 
 def recent_jobs(store, limit: int) -> JobMix:

@@ -31,12 +31,17 @@ class Judge:
     description: str
 
 
+#: The judge that read no report: the gate's second opinion (retrain/gate.py), and the judge itself
+#: when too few samples are held out to fit one.
+PRIOR = Judge(load_speed_model("contention"), "the contention model (fitted on no report)")
+
+
 def make_judge(holdout: Sequence[SpeedSample], hp: Hyper) -> Judge:
     if len(holdout) >= JUDGE_MIN_SAMPLES:
         model, _ = fit_site_model(holdout, replace(hp, seed=hp.seed + _JUDGE_SEED_OFFSET))
         return Judge(model,
                      f"a speed model fitted on the {len(holdout)} held-out samples alone (neither model trained on them)")
-    return Judge(load_speed_model("contention"),
+    return Judge(PRIOR.model,
                  f"the contention model: only {len(holdout)} held-out samples, {JUDGE_MIN_SAMPLES} "
                  "needed to fit a judge on them")
 

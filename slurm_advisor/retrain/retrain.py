@@ -1,12 +1,15 @@
 """One retrain, end to end, under the retrain lock:
 
 1. repair the ``active`` pointer if a crash left it behind the registry; remove dead candidates;
-2. read the samples, hold out the most recent share (``data.split_by_time``), and the recent
-   job mix (``data.recent_jobs``, or a given trace);
+2. read the samples; leave out the owners whose reports contradict Slurm's clock and cap each
+   owner's share (``owners``); hold out the most recent share and every sample of the judge's
+   own owners (``data.split_by_time_and_owner``); read the recent job mix (``data.recent_jobs``,
+   or a given trace);
 3. fit the speed model and fine-tune the policy (``learned.train.train``), warm-started from the
    active model's policy where one loads (same feature schema; its width is kept);
 4. write the candidate to a new version directory, atomically (``modelsdir.publish``);
-5. score candidate and incumbent (the active model, else slurm-default) (``evaluate``);
+5. score candidate and incumbent (the active model, else slurm-default) under the judge fitted
+   on the held-out samples and under the prior, which read no report (``evaluate``, ``gate``);
 6. register the candidate with its data range and metrics; if the gate says so, promote it:
    the registry first (one transaction), then the ``active`` pointer (one rename).
 
@@ -32,9 +35,16 @@ from slurm_advisor.domain.model_record import ModelRecord
 from slurm_advisor.errors import InputError
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.retrain import modelsdir
-from slurm_advisor.retrain.data import JobMix, SampleSplit, recent_jobs, split_by_time, training_samples
+from slurm_advisor.retrain.data import (
+    JobMix,
+    SampleSplit,
+    recent_jobs,
+    split_by_time_and_owner,
+    training_samples,
+)
 from slurm_advisor.retrain.gate import Scores, Verdict, decide
 from slurm_advisor.retrain.lock import RetrainLock
+from slurm_advisor.retrain.owners import OwnerRules, Owners, assess, weighed
 from slurm_advisor.store import Store
 
 DEFAULT_MODELS_DIR = Path("/var/lib/slurm-advisor/models")
@@ -56,6 +66,8 @@ class RetrainSettings:
     holdout_max: int = 5000         # ... but at most this many (enough to fit the judge on)
     max_mape: float = 0.5           # a candidate missing held-out speeds by more is never promoted
     recent_jobs: int = 300          # advised jobs in the replayed mix
+    prior_tolerance: float = 0.1    # the candidate may be at most this share worse under the prior
+    owners: OwnerRules = field(default_factory=OwnerRules)
     hyper: Hyper = field(default_factory=Hyper)
 
 
@@ -92,22 +104,26 @@ def run_retrain(db: str, models_dir: Path, nodes: Sequence[Node], settings: Retr
             log("removed the unfinished candidate of an earlier retrain")
         active = _reconcile(store, models_dir, log)
         samples, skipped = training_samples(store, log)
-        split = split_by_time(samples, settings.holdout_fraction, settings.holdout_max)
+        owners = _owners(store, settings.owners, log)
+        samples = weighed(samples, owners, settings.owners)
+        split = split_by_time_and_owner(samples, settings.holdout_fraction, settings.holdout_max,
+                                        owners.owner, owners.judges)
         mix = JobMix(list(trace), {"trace": len(trace)}) if trace else recent_jobs(store, settings.recent_jobs)
         if not mix.jobs:
             raise InputError("no advised jobs in the store to replay; pass --trace FILE for a job mix")
-        result = _retrain(store, models_dir, nodes, settings, split, mix, active, log, progress, skipped)
+        result = _retrain(store, models_dir, nodes, settings, split, mix, active, log, progress,
+                          {"skipped_samples": skipped, "owners": owners.describe()})
     result.seconds = time.time() - started
     return result
 
 
 def _retrain(store, models_dir: Path, nodes, settings: RetrainSettings, split: SampleSplit, mix: JobMix,
-             active: ModelRecord | None, log, progress, skipped: dict[str, int]) -> RetrainResult:
+             active: ModelRecord | None, log, progress, read: dict) -> RetrainResult:
     from slurm_advisor.retrain.evaluate import make_judge
 
     active_dir = Path(active.directory) if active else None
     data = {"train": split.describe("train"), "holdout": split.describe("holdout"), "jobs": len(mix.jobs),
-            "job_lengths": mix.lengths, "skipped_decisions": mix.skipped, "skipped_samples": skipped}
+            "job_lengths": mix.lengths, "skipped_decisions": mix.skipped, **read}
     log(f"retrain: {data['train']['samples']} samples to train on, {data['holdout']['samples']} held out, "
         f"{len(mix.jobs)} jobs in the mix, active model: {active.version if active else 'none (slurm-default)'}")
     report, hp = _train(split, nodes, mix.jobs, settings.hyper, active_dir, log, progress)
@@ -124,12 +140,26 @@ def _retrain(store, models_dir: Path, nodes, settings: RetrainSettings, split: S
     store.register_model(ModelRecord(
         candidate, str(models_dir / candidate), "candidate", time.time(), train_part["first_time"],
         train_part["last_time"], train_part["samples"], train_part["live"],
-        {**metrics, "holdout": data["holdout"], "promoted": verdict.promote, "reason": verdict.reason}))
+        {**metrics, "holdout": data["holdout"], "owners": data["owners"], "promoted": verdict.promote,
+         "reason": verdict.reason}))
     if verdict.promote:
         store.set_model_status(candidate, "active")  # one transaction: the old active retires
         modelsdir.point_active(models_dir, candidate)
     status = RetrainExit.PROMOTED if verdict.promote else RetrainExit.KEPT
     return RetrainResult(status, verdict.reason, candidate, active and active.version, metrics, data)
+
+
+def _owners(store, rules: OwnerRules, log) -> Owners:
+    """The reports' owners as the rules judge them (retrain/owners.py), the discounted ones logged."""
+    reports = store.load_reports()
+    ids = {r.decision_id for r in reports if r.decision_id}
+    decisions = [d for d in map(store.decision, sorted(ids)) if d is not None]
+    owners = assess(reports, store.load_outcomes(), decisions, rules)
+    for uid, why in sorted(owners.discounted.items()):
+        log(f"reports of uid {uid} left out: {why}")
+    if owners.judges:
+        log(f"the judge alone learns from uid {', '.join(map(str, sorted(owners.judges)))}")
+    return owners
 
 
 def _reconcile(store, models_dir: Path, log) -> ModelRecord | None:
@@ -203,19 +233,24 @@ def _write_candidate(models_dir: Path, report, hp: Hyper, data: dict, active: Mo
 
 def _evaluate(nodes, jobs, split: SampleSplit, judge, candidate_dir: Path, active: ModelRecord | None,
               settings: RetrainSettings, seed: int) -> tuple[Verdict, dict]:
-    from slurm_advisor.retrain.evaluate import holdout_mape, replay_jct
+    from slurm_advisor.retrain.evaluate import PRIOR, holdout_mape, replay_jct
+
+    def prior(model_dir: Path | None) -> float | None:  # None: the judge is the prior itself
+        return None if judge.model is PRIOR.model else replay_jct(nodes, jobs, PRIOR, model_dir, seed)
 
     baseline = replay_jct(nodes, jobs, judge, None, seed)
-    candidate = Scores(replay_jct(nodes, jobs, judge, candidate_dir, seed), holdout_mape(candidate_dir, split.holdout))
-    name, incumbent = "slurm-default", Scores(baseline, None)
+    candidate = Scores(replay_jct(nodes, jobs, judge, candidate_dir, seed), holdout_mape(candidate_dir, split.holdout),
+                       prior(candidate_dir))
+    name, incumbent = "slurm-default", Scores(baseline, None, prior(None))
     if active is not None:
         try:
             incumbent = Scores(replay_jct(nodes, jobs, judge, Path(active.directory), seed),
-                               holdout_mape(Path(active.directory), split.holdout))
+                               holdout_mape(Path(active.directory), split.holdout), prior(Path(active.directory)))
             name = f"the active model {active.version}"
         except InputError as exc:  # a broken active model: the candidate must beat Slurm's own rule
             name = f"slurm-default (the active model {active.version} does not load: {exc})"
-    verdict = decide(candidate, incumbent, incumbent_name=name, margin=settings.margin, max_mape=settings.max_mape)
+    verdict = decide(candidate, incumbent, incumbent_name=name, margin=settings.margin, max_mape=settings.max_mape,
+                     prior_tolerance=settings.prior_tolerance)
     metrics = {"judge": judge.description, "margin": settings.margin,
                "candidate_metrics": _scores(candidate), "incumbent": name, "incumbent_metrics": _scores(incumbent),
                "slurm_default_avg_jct": _finite(baseline)}
@@ -223,7 +258,8 @@ def _evaluate(nodes, jobs, split: SampleSplit, judge, candidate_dir: Path, activ
 
 
 def _scores(s: Scores) -> dict:
-    return {"avg_jct": _finite(s.avg_jct), "holdout_mape": None if s.mape is None else _finite(s.mape)}
+    return {"avg_jct": _finite(s.avg_jct), "holdout_mape": None if s.mape is None else _finite(s.mape),
+            "prior_avg_jct": None if s.prior_jct is None else _finite(s.prior_jct)}
 
 
 def _finite(x: float) -> float | None:

@@ -197,6 +197,17 @@ def test_status_without_a_daemon_shows_the_store_and_exits_3(site):
     assert "daemon: not answering" in text and "recent fallbacks (1)" in text and "advised, not started (1)" in text
 
 
+def test_status_names_the_reporters_the_last_retrain_left_out(site):
+    why = "4 of 4 checked jobs' reports predict 0.12x the run time Slurm measured (allowed 0.5-2x)"
+    with Store.open(str(site["db"])) as store:
+        store.register_model(ModelRecord("ddd", str(site["tmp"] / "ddd"), "candidate", created_at=time.time() + 5,
+                                         metrics={"owners": {"discounted": {"1002": why}}}))
+    data = json.loads(run("status", "--config", str(site["config"]), "--json", code=DAEMON_DOWN))
+    assert data["discounted_reporters"] == {"1002": why}
+    assert f"reports: uid 1002 left out by the last retrain: {why}" in run("status", "--config", str(site["config"]),
+                                                                           code=DAEMON_DOWN)
+
+
 def test_status_and_mode_against_a_live_daemon(site):
     config = replace(DaemonConfig(), socket=site["tmp"] / "advisor.sock", mode="observe", refresh_s=0.05,
                      db=str(site["db"]), policy="pack")

@@ -45,3 +45,21 @@ def test_an_insane_speed_model_is_never_promoted() -> None:
 
 def test_a_candidate_that_finishes_nothing_is_not_promoted() -> None:
     assert not _decide(Scores(math.inf, 0.1), Scores(100 * H, 0.2)).promote
+
+
+def test_a_candidate_much_worse_under_the_prior_is_kept_whatever_the_fitted_judge_says() -> None:
+    """Reports wrong in a consistent way fool the judge fitted on them, not the prior."""
+    fooled = Scores(10 * H, 0.10, prior_jct=350 * H)       # "90 % better" to the fitted judge
+    verdict = _decide(fooled, Scores(100 * H, 0.25, prior_jct=100 * H))
+    assert not verdict.promote
+    assert "under the prior" in verdict.reason and "250.0 % worse" in verdict.reason
+    assert "at most 10.0 % allowed" in verdict.reason
+
+
+def test_a_little_worse_under_the_prior_is_allowed_and_the_judge_being_the_prior_skips_it() -> None:
+    assert _decide(Scores(90 * H, 0.2, prior_jct=109 * H), Scores(100 * H, 0.25, prior_jct=100 * H)).promote
+    assert not _decide(Scores(90 * H, 0.2, prior_jct=111 * H), Scores(100 * H, 0.25, prior_jct=100 * H)).promote
+    tight = decide(Scores(90 * H, 0.2, prior_jct=101 * H), Scores(100 * H, 0.25, prior_jct=100 * H),
+                   incumbent_name="x", margin=0.02, max_mape=0.5, prior_tolerance=0.0)
+    assert not tight.promote
+    assert _decide(Scores(90 * H, 0.2), Scores(100 * H, 0.25)).promote  # no prior scores: the judge was the prior
