@@ -281,13 +281,18 @@ def test_a_writer_gathers_a_trickle_into_one_commit():
     # at a hundred submissions a second, one transaction per decision was most of the daemon's
     # cost per submission; items arriving within the gathering window share one write
     from slurm_advisor.daemon.writer import BatchWriter
-    batches = []
-    writer = BatchWriter(lambda batch: batches.append(list(batch)) or len(batch), what="thing", gather_s=1.0)
+    batches, written = [], threading.Event()
+
+    def write(batch):
+        batches.append(list(batch))
+        written.set()
+        return len(batch)
+
+    writer = BatchWriter(write, what="thing", gather_s=1.0)
     writer.start()
     for i in range(5):
         writer.put(i)
-        time.sleep(0.01)
-    time.sleep(1.5)
+    assert written.wait(10)  # the window closed and its items went out together
     writer.put(5)  # after the window closed: a batch of its own
     writer.stop()
     assert batches == [[0, 1, 2, 3, 4], [5]]
