@@ -130,7 +130,7 @@ def _status_text(data: dict[str, Any]) -> str:
                      "requests", "decisions", "placed", "capped", "errors", "released", "released_taken",
                      "claims_unseen_dropped", "refresh_failures", "reports", "reports_refused", "decisions_dropped",
                      "decision_writer_restarts", "reports_dropped", "decisions_spool_failed",
-                     "reports_spool_failed", "policy_errors", "model_reload_failures", "connections_refused",
+                     "reports_spool_failed", "policy_errors", "model_reloads", "model_reload_failures", "connections_refused",
                      "connections_dropped") if k in d)]
         if d.get("mode_problem"):
             lines.append(f"mode file: {d['mode_problem']}")
