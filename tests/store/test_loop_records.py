@@ -97,3 +97,19 @@ def test_postgres_reports_outcomes_registry(pg_url: str) -> None:
         _reports_and_outcomes(store)
         _registry(store)
         assert store.revision() == "0004"
+
+
+def test_upgrade_from_0003_records_the_promotions_so_far_as_the_history(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with Store.open(str(path)) as store:
+        for version, promoted_at, status in (("a" * 12, 100.0, "retired"), ("c" * 12, None, "candidate"),
+                                             ("b" * 12, 200.0, "active")):
+            store.register_model(ModelRecord(version, f"/m/{version}", status, promoted_at=promoted_at))
+    with sqlite3.connect(path) as db:  # as a database of revision 0003 holds them: no history
+        db.execute("DROP TABLE model_activations")
+        db.execute("UPDATE models SET promoted_at = 100.0 WHERE version = 'aaaaaaaaaaaa'")
+        db.execute("UPDATE models SET promoted_at = 200.0 WHERE version = 'bbbbbbbbbbbb'")
+        db.execute("UPDATE alembic_version SET version_num = '0003'")
+    with Store.open(str(path)) as store:  # opening upgrades 0003 -> 0004
+        assert [(c.version, c.action, c.time) for c in store.model_history()] == [
+            ("a" * 12, "promote", 100.0), ("b" * 12, "promote", 200.0)]
