@@ -41,3 +41,14 @@ def site_model_dir(tmp_path_factory) -> Path:
     schema = FeatureSchema()
     return checkpoint.save(tmp_path_factory.mktemp("site-model"), PolicyNet(schema.node_dim, schema.global_dim, hp.hidden),
                            speed, schema, hp, {"deploy": "network"})
+
+
+@pytest.fixture
+def cli_env(monkeypatch) -> None:
+    """The `slurm-advisor` command with its subcommands registered, run in-process with no
+    ``SLURM_ADVISOR_*`` variable of the calling shell leaking into its config."""
+    from slurm_advisor.cli.main import _register
+
+    for key in [k for k in os.environ if k.startswith("SLURM_ADVISOR_")]:
+        monkeypatch.delenv(key)
+    _register()

@@ -7,8 +7,9 @@
 # (an unpinned torch would pull GBs of CUDA), then the package with its dev extra; installs and
 # starts a private PostgreSQL for the store's integration test, and the Slurm testbed
 # (.ci/slurm-testbed.sh: slurmctld + 4 slurmd on localhost) for tests/integration; both are
-# stopped by their PIDs on exit; then ruff and pytest. Safe to run again: each step skips what
-# is already done.
+# stopped by their PIDs on exit; installs promtool (Debian's prometheus package, no server
+# started) for the monitoring examples; then ruff, promtool and pytest. Safe to run again: each
+# step skips what is already done.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -63,16 +64,43 @@ setup_slurm() {
     export SLURM_ADVISOR_TEST_SLURM=1
 }
 
+setup_promtool() {
+    # promtool checks the alert rules in examples/monitoring; on Debian 12 it comes with the
+    # prometheus package (/usr/bin/promtool). Its postinst starts a Prometheus server through
+    # invoke-rc.d: a policy-rc.d that answers 101 ("action forbidden") for the install keeps it
+    # from starting (one already there, as in Docker images, is left as it is), and where
+    # systemd runs, the unit the package enables is disabled again. Only promtool is used.
+    command -v promtool > /dev/null && return
+    step "installing promtool (Debian's prometheus package; no server started)"
+    local policy=/usr/sbin/policy-rc.d placed=
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' | as_root tee "$policy" > /dev/null
+        as_root chmod 755 "$policy"
+        placed=1
+    fi
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus > /dev/null \
+        || { [ -z "$placed" ] || as_root rm -f "$policy"; return 1; }
+    [ -z "$placed" ] || as_root rm -f "$policy"
+    if [ -d /run/systemd/system ]; then
+        as_root systemctl disable --now prometheus.service > /dev/null 2>&1 || true
+    fi
+}
+
 stop_services() {
     .ci/slurm-testbed.sh stop || true
     .ci/postgres.sh stop || true
 }
 
 setup_python
+setup_promtool
 trap stop_services EXIT  # set before either starts: a start that fails half-way is stopped too
 setup_postgres
 setup_slurm
 step "ruff"
 "$VENV/bin/ruff" check -q slurm_advisor tests benchmarks
+step "promtool"
+promtool check rules examples/monitoring/prometheus-rules.yml
+promtool test rules examples/monitoring/rules-test.yml
 step "pytest"
 "$VENV/bin/pytest" -q "$@"

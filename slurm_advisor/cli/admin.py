@@ -1,5 +1,5 @@
-"""The admin commands: `status`, `decisions`, `observations`, `export`, `explain`, `shadow`,
-`models`, `mode`. Read commands take ``--db``/``--config`` as `serve` does and ``--json`` (one JSON
+"""The admin commands: `status`, `decisions`, `observations`, `export`, `explain`, `shadow`
+(`models` and `mode`: admin_models.py). Read commands take ``--db``/``--config`` as `serve` does and ``--json`` (one JSON
 document on stdout); tables for people otherwise. What they compute: admin_views, admin_explain.
 """
 from __future__ import annotations
@@ -130,15 +130,17 @@ def _status_text(data: dict[str, Any]) -> str:
     if d is None:
         lines = [f"daemon: not answering on {data['socket']} ({data['daemon_error']})"]
     else:
-        lines = [(f"daemon: {d.get('mode')} mode, policy {d.get('policy')}, model {d.get('model') or '-'}, "
+        lines = [(f"daemon: {d.get('mode')} mode ({mode_source_text(d)}), policy {d.get('policy')}, model {d.get('model') or '-'}, "
                   f"source {d.get('source')}, {d.get('nodes')} nodes, snapshot {d.get('snapshot_age_s')} s old, "
                   f"{d.get('claims')} claims, up {d.get('uptime_s')} s"),
                  "counters: " + ", ".join(f"{k} {d[k]}" for k in (
                      "requests", "decisions", "placed", "capped", "errors", "released", "released_taken",
                      "claims_unseen_dropped", "refresh_failures", "reports", "reports_refused", "decisions_dropped",
                      "decision_writer_restarts", "reports_dropped", "decisions_spool_failed",
-                     "reports_spool_failed", "policy_errors", "model_reload_failures", "connections_refused",
+                     "reports_spool_failed", "policy_errors", "model_reloads", "model_reload_failures", "connections_refused",
                      "connections_dropped") if k in d)]
+        if d.get("mode_problem"):
+            lines.append(f"mode file: {d['mode_problem']}")
     if "store_error" in data:
         return "\n".join([*lines, f"store: {data['store_error']}"])
     model = data.get("active_model")
@@ -160,6 +162,17 @@ def _status_text(data: dict[str, Any]) -> str:
                      f"at once; {never['count']}): " + ", ".join(r["id"] for r in never["recent"])
                      + (", ..." if never["count"] > len(never["recent"]) else ""))
     return "\n".join(lines)
+
+
+def mode_source_text(reply: dict[str, Any]) -> str:
+    """Where the daemon's mode comes from, for people (`mode` and `status`)."""
+    if reply.get("mode_source") != "override":
+        return "the config's"
+    kept = reply.get("mode_file")
+    where = f"kept in {kept} across restarts" if kept else "lost at a restart: no state file"
+    since = f" {reply['mode_set_at']}" if reply.get("mode_set_at") else ""
+    config = f"the config says {reply['config_mode']}, " if reply.get("config_mode") else ""
+    return f"set at run time{since}, {where}; {config}`mode --reset` returns to the config's"
 
 
 # -- decisions, observations, export ---------------------------------------------------------------
@@ -327,80 +340,3 @@ def _shadow_text(d: dict[str, Any]) -> str:
                                r["predicted_speedup"], r["measured"]["mean_speed"] if r["measured"] else None)
                               for r in d["jobs"]]))
     return "\n".join(lines)
-
-
-# -- models, mode ----------------------------------------------------------------------------------
-@click.group()
-def models() -> None:
-    """The model registry: list, promote a version, roll back to the previous active one."""
-
-
-@models.command("list")
-@_common
-def list_models(db, config_file, as_json) -> None:
-    """Every registered model, newest first."""
-    with _store(_config(config_file, db=db)) as store:
-        found = store.list_models()
-    _emit(as_json, [asdict(m) for m in found], lambda: views.table(
-        ("version", "status", "created", "promoted", "retired", "samples", "live", "metrics"),
-        [(m.version, m.status, views.epoch(m.created_at), views.epoch(m.promoted_at), views.epoch(m.retired_at),
-          m.samples, m.live_samples, json.dumps(m.metrics, sort_keys=True)[:60]) for m in found]))
-
-
-@models.command()
-@click.argument("version")
-@_common
-def promote(version, db, config_file, as_json) -> None:
-    """Make VERSION the active model (the active one is retired in the same transaction)."""
-    config = _config(config_file, db=db)
-    with _store(config) as store:
-        _switch(store, version, as_json, config.models_dir)
-
-
-@models.command()
-@_common
-def rollback(db, config_file, as_json) -> None:
-    """Make the previous active model active again (the last retired one that had been promoted)."""
-    config = _config(config_file, db=db)
-    with _store(config) as store:
-        active = store.active_model()
-        earlier = [m for m in store.list_models() if m.status == "retired" and m.promoted_at is not None
-                   and (active is None or m.version != active.version)]
-        if not earlier:
-            raise InputError("no previous active model to roll back to")
-        _switch(store, max(earlier, key=lambda m: (m.retired_at or 0.0, m.promoted_at)).version, as_json,
-                config.models_dir)
-
-
-def _switch(store, version: str, as_json: bool, models_dir: Path) -> None:
-    """The registry first (the source of truth), then the ``active`` pointer the daemon follows."""
-    from slurm_advisor.retrain.modelsdir import point_active
-
-    before = store.active_model()
-    after = store.set_model_status(version, "active")
-    try:
-        point_active(models_dir, version)
-    except FileNotFoundError:
-        click.echo(f"warning: {models_dir / version} is missing: the daemon keeps its model until "
-                   "the next retrain repairs the pointer", err=True)
-    data = {"active": after.version, "was": before.version if before else None, "directory": after.directory}
-    _emit(as_json, data, lambda: f"active model: {after.version} (was {data['was'] or 'none'})")
-
-
-@click.command()
-@click.argument("new_mode", metavar="observe|advise|enforce", type=click.Choice(MODES))
-@click.option("--socket", "socket_path", type=click.Path(path_type=Path), help="The daemon's Unix socket.")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), help="TOML config file.")
-@click.option("--json", "as_json", is_flag=True, help="Print the daemon's reply as JSON.")
-def mode(new_mode, socket_path, config_file, as_json) -> None:
-    """Switch the running daemon's mode (as `ctl mode`; root or the Slurm user)."""
-    from slurm_advisor.daemon.client import DaemonUnavailable, call
-
-    path = _config(config_file, socket=socket_path).socket
-    try:
-        reply = call(path, "mode", mode=new_mode)
-    except DaemonUnavailable as exc:
-        raise InputError(f"daemon at {path}: {exc}") from None
-    if not reply.get("ok"):
-        raise InputError(f"daemon at {path}: {reply.get('error')}")
-    _emit(as_json, reply, lambda: f"mode: {reply.get('was')} -> {reply['mode']}")

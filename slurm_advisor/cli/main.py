@@ -34,7 +34,8 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from slurm_advisor.cli.admin import decisions, explain, export, mode, models, observations, shadow, status
+    from slurm_advisor.cli.admin import decisions, explain, export, observations, shadow, status
+    from slurm_advisor.cli.admin_models import mode, models
     from slurm_advisor.cli.convert import convert
     from slurm_advisor.cli.db import db
     from slurm_advisor.cli.demo import demo

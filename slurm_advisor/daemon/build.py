@@ -3,12 +3,10 @@ store) and run until a signal (``serve``); ``daemon.py`` holds the parts tests a
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import signal
 import threading
-from pathlib import Path
 
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.cluster.base import ClusterSource
@@ -22,21 +20,10 @@ from slurm_advisor.daemon.service import AdviceService
 from slurm_advisor.daemon.state import load_policy
 from slurm_advisor.errors import InputError
 from slurm_advisor.policies import FROM_MODEL
+from slurm_advisor.retrain.modelsdir import model_version
 from slurm_advisor.store import Store
 
 log = logging.getLogger("slurm_advisor.daemon")
-_PACKAGED_MODEL = Path(__file__).resolve().parent.parent / "data" / "model"  # as learned.checkpoint
-
-
-def model_version(model_dir: Path | None) -> str:
-    """A short hash of the model's files: what the decision log names."""
-    directory = Path(model_dir) if model_dir else _PACKAGED_MODEL
-    digest = hashlib.sha256()
-    for name in ("meta.json", "policy.pt", "speed.pt"):
-        path = directory / name
-        if path.is_file():
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
 
 
 def build_daemon(config: DaemonConfig) -> Daemon:
@@ -151,8 +138,8 @@ def serve(config: DaemonConfig) -> None:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGHUP, _hangup)
-    log.info("serving on %s: source %s, mode %s, policy %s", config.socket, config.source, config.mode,
-             config.policy)
+    log.info("serving on %s: source %s, mode %s (%s), policy %s", config.socket, config.source, daemon.state.mode,
+             "set at run time" if daemon.mode_keeper.set_at else "the config's", config.policy)
     if server.report_address:
         log.info("taking MUNGE-signed speed reports on %s:%d", *server.report_address)
     try:

@@ -49,6 +49,8 @@ class DaemonConfig:
     decision_log: Path | None = None          # JSONL: one line per decision, appended; None: off
     spool_dir: Path | None = None             # decisions and reports on disk before they are acknowledged;
     #                                           None: beside a SQLite file (<db>.spool), else /var/lib/slurm-advisor/spool
+    mode_file: Path | None = None             # the mode set at run time, kept across restarts (daemon/mode_file.py);
+    #                                           None: beside a SQLite file (<db>.mode.json), else /var/lib/slurm-advisor/mode.json
     report_port: int = 0                      # TCP port for MUNGE-signed speed reports from other hosts; 0: off
     report_listen: str = "0.0.0.0"            # where the report port listens (jobs: SLURM_ADVISOR_REPORT_ADDRESS)
     ready_keys: int = 8                       # repeat requests answered ahead (<socket>.ready); 0: off
@@ -113,7 +115,7 @@ def check_range(name: str, value: float, where: str) -> None:
 
 _FIELDS = {f.name: f for f in fields(DaemonConfig)}
 _PATHS = {"socket", "cluster", "model", "models_dir", "slurm_conf", "log_file", "decision_log", "munge_socket",
-          "spool_dir"}
+          "spool_dir", "mode_file"}
 _FLOATS = {n for n, f in _FIELDS.items() if f.type == "float"}
 _INTS = {n for n, f in _FIELDS.items() if f.type == "int"}
 

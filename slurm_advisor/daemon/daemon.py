@@ -23,6 +23,7 @@ from slurm_advisor.daemon.config import DaemonConfig
 from slurm_advisor.daemon.gc_pauses import FrozenHeap
 from slurm_advisor.daemon.jobcomp import JobCompFile
 from slurm_advisor.daemon.metrics import DaemonMetrics
+from slurm_advisor.daemon.mode_file import ModeKeeper, mode_file_path
 from slurm_advisor.daemon.pins import pin_of
 from slurm_advisor.daemon.protocol import MODES, ProtocolError, parse_report
 from slurm_advisor.daemon.queue import AdvisedJob
@@ -66,10 +67,11 @@ class Daemon:
         self.outcomes = BatchWriter(None if store is None else store.record_outcomes, what="outcome",
                                     describe=lambda o: f"of job {o.job_id}")
         self.store = store
+        self.mode_keeper = ModeKeeper(mode_file_path(config, store), config.mode)  # read at start()
         self._advise_lock = threading.Lock()  # claims: one decision at a time sees the previous ones
         self._heap = FrozenHeap()  # full garbage collections out of the requests' way (gc_pauses)
         self.models = ModelFollower(config.models_dir, service, self._advise_lock, self.state.counters,
-                                    policy=config.policy) \
+                                    policy=config.policy, default_model=config.model) \
             if config.policy in FROM_MODEL else None  # retrain's promotions, picked up without a restart
         self.refresher = Refresher(self.state, source, queue, period_s=config.refresh_s,
                                    pin_bound_s=config.pin_bound_s, node_counts=self._user_node_counts,
@@ -222,16 +224,24 @@ class Daemon:
             raise ProtocolError(f"report: {problem}")
         return running.job.type, per_worker
 
-    def switch_mode(self, mode: Any) -> dict[str, Any]:
-        if mode not in MODES:
+    def switch_mode(self, mode: Any, reset: Any = False) -> dict[str, Any]:
+        """Set ``mode``, kept across restarts; ``reset``: back to the config's, forgetting it."""
+        if not isinstance(reset, bool):
+            raise ProtocolError(f"mode: 'reset' must be true or false, not {reset!r}")
+        if reset:
+            mode = self.config.mode
+        elif mode not in MODES:
             raise ProtocolError(f"mode: expected one of {', '.join(MODES)}, not {mode!r}")
         old = self.state.mode
         with self._advise_lock:
             self.state.set_mode(mode)
             if self.ready is not None:
                 self.ready.withdraw()  # answers of the old mode must not be used
-        log.info("mode %s -> %s", old, mode)
-        return {"ok": True, "mode": mode, "was": old}
+        warning = self.mode_keeper.keep(None if reset else mode)
+        log.info("mode %s -> %s (%s)", old, mode, "the config's" if reset else "set at run time")
+        keeper = self.mode_keeper.info()
+        return {"ok": True, "mode": mode, "was": old, "mode_source": keeper["mode_source"],
+                "mode_file": keeper["mode_file"], **({"warning": warning} if warning else {})}
 
     def health(self) -> dict[str, Any]:
         age = self.state.snapshot_age_s()
@@ -239,7 +249,7 @@ class Daemon:
 
     def status(self) -> dict[str, Any]:
         snap = self.state.snapshot()
-        return {**self.health(), "policy": self.service.advisor.policy.name,
+        return {**self.health(), **self.mode_keeper.info(), "policy": self.service.advisor.policy.name,
                 "model": self.service.model_version, "model_problem": self.service.model_problem,
                 "source": self.source.name,
                 "nodes": 0 if snap is None else len(snap.nodes), "claims": len(self.state.claims),
@@ -261,6 +271,7 @@ class Daemon:
         # The request loop shares the GIL with the refresh and writer threads; Python's default
         # 5 ms switch interval would let a store write hold a request up to that long.
         sys.setswitchinterval(_SWITCH_INTERVAL_S)
+        self.state.set_mode(self.mode_keeper.restore())  # a mode set at run time outlives a restart
         if self.store is not None and self.jobcomp is not None:
             try:  # advised jobs whose end a previous run did not see: the completion file may have it
                 self._open.update((o.job_id, o.decision_id) for o in self.store.load_outcomes(final=False))
@@ -269,6 +280,7 @@ class Daemon:
         if self.metrics is not None:
             self.metrics.start(self.config.metrics_address, self.config.metrics_port)
         self._seed_type_speeds()
+        self.mode_keeper.start()
         for writer in (self.writer, self.reports, self.outcomes):
             writer.start()
         self.refresher.start()
@@ -283,6 +295,7 @@ class Daemon:
             self.metrics.stop()
         for writer in (self.writer, self.reports, self.outcomes):
             writer.stop()
+        self.mode_keeper.stop()  # a switch just before the stop is on disk for the next start
         if self.store is not None:
             self.store.close()
         self._heap.release()

@@ -4,7 +4,8 @@ Each daemon has its own ``CollectorRegistry`` (never prometheus_client's global 
 and benchmarks can run several daemons in one process. What the request path measures itself
 (advice latency, decisions by mode and action, fallbacks by reason class) is observed per
 request; everything the daemon already counts (reports, refresh failures, writers, claims, the
-active model, the registry's models by status) is read at scrape time, costing requests nothing.
+active model, the registry's models by status and its changes of the active model) is read at
+scrape time, costing requests nothing.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from slurm_advisor.domain.decision import LEFT_TO_SLURM, UNMODELLED, Decision
+from slurm_advisor.domain.model_record import ACTIVATIONS
 from slurm_advisor.errors import InputError
 
 log = logging.getLogger("slurm_advisor.daemon")
@@ -51,6 +53,7 @@ _STATE_COUNTERS = {
     "connections_dropped": "Connections dropped (a request not whole by its deadline, replies not read).",
     "accept_failures": "Failed accepts on the daemon's sockets (e.g. out of file descriptors).",
     "model_reload_failures": "Models that did not load (at start: slurm-default serves; promoted: the current one kept).",
+    "model_reloads": "Models swapped in without a restart (a promotion or a rollback moved models_dir/active).",
 }
 _WRITER_COUNTERS = {
     "decisions_written": ("writer", "written", "Decisions written to the store."),
@@ -152,6 +155,9 @@ class _DaemonCollector(Collector):
         mode = GaugeMetricFamily("slurm_advisor_mode", "The daemon's mode (1 for the current one).", labels=["mode"])
         mode.add_metric([d.state.mode], 1)
         yield mode
+        yield GaugeMetricFamily("slurm_advisor_mode_overridden", "1 when the mode was set at run time and "
+                                "overrides the config's (kept across restarts until `mode --reset`).",
+                                value=float(d.mode_keeper.set_at is not None))
         model = GaugeMetricFamily("slurm_advisor_active_model", "The policy and model version serving (value 1).",
                                   labels=["policy", "version"])
         model.add_metric([d.service.advisor.policy.name, d.service.model_version or ""], 1)
@@ -165,6 +171,7 @@ class _DaemonCollector(Collector):
             return
         try:
             models = self.daemon.store.list_models()
+            changes = self.daemon.store.count_activations()
         except InputError as exc:
             log.warning("metrics: cannot read the model registry: %s", exc)
             return
@@ -172,3 +179,11 @@ class _DaemonCollector(Collector):
         for status in ("candidate", "active", "retired"):
             family.add_metric([status], sum(m.status == status for m in models))
         yield family
+        # Every label pair always present (0 until the first): an alert on increase() sees the first one.
+        activations = CounterMetricFamily("slurm_advisor_model_activations", "Changes of the active model in the "
+                                          "registry (every daemon on the store counts them all), by how and "
+                                          "whether forced over the gate.", labels=["action", "forced"])
+        for action in ACTIVATIONS:
+            for forced in (False, True):
+                activations.add_metric([action, str(forced).lower()], changes.get((action, forced), 0))
+        yield activations

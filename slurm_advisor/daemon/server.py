@@ -390,7 +390,7 @@ class Dispatcher:
         if op == "taken":
             raise ProtocolError(f"taken: send it as a datagram to {TAKEN_SUFFIX}, not over this socket")
         if op == "mode":
-            return self.daemon.switch_mode(request.get("mode"))
+            return self.daemon.switch_mode(request.get("mode"), request.get("reset", False))
         if op == "health":
             return self.daemon.health()
         if op == "status":

@@ -240,34 +240,50 @@ class ModelFollower:
     """Follows retrain's promotions: when ``models_dir/active`` points at a version other than
     the one served, load it here (the refresher's thread, off the request path) and swap the
     service's advisor under the advise lock. A model that does not load is logged and counted,
-    the current one kept, and not tried again until the pointer moves."""
+    the current one kept, and not tried again until the pointer moves. ``active -> default``
+    (a rollback past the first promotion) means ``default_model``: the config's ``model``, the
+    packaged one unless set, as served before any promotion."""
 
     def __init__(self, models_dir: Path, service, lock: threading.Lock, counters: Counters, load=None,
-                 policy: str = "learned"):
+                 policy: str = "learned", default_model: Path | None = None):
         self.models_dir, self.service, self.lock, self.counters = Path(models_dir), service, lock, counters
         self._load = load or functools.partial(_learned_advisor, policy=policy)  # learned or learned-fast
         self._tried: str | None = None  # the last version tried, loaded or not
+        self._default_model = default_model
+        self._default_version: str | None = None  # its hash, read once: the pointer is checked every refresh
 
     def check(self) -> bool:
         """Whether a new model was swapped in."""
-        from slurm_advisor.retrain.modelsdir import active_version
+        from slurm_advisor.retrain.modelsdir import DEFAULT, active_version
 
         target = active_version(self.models_dir)
-        if target is None or target in (self._tried, self.service.model_version):
+        if target == DEFAULT:
+            return self._swap(self._default(), self._default_model, "the default model")
+        return target is not None and self._swap(target, self.models_dir / target, f"promoted in {self.models_dir}")
+
+    def _default(self) -> str:
+        from slurm_advisor.retrain.modelsdir import model_version
+
+        if self._default_version is None:
+            self._default_version = model_version(self._default_model)
+        return self._default_version
+
+    def _swap(self, version: str, directory: Path | None, why: str) -> bool:
+        if version in (self._tried, self.service.model_version):
             return False
-        self._tried = target
+        self._tried = version
         try:
-            advisor = self._load(self.models_dir / target)
+            advisor = self._load(directory)
         except Exception as exc:  # noqa: BLE001 -- any broken model: keep serving the current one
             self.counters.model_reload_failures += 1
-            log.error("promoted model %s does not load (%s); still serving %s", target, exc,
+            log.error("model %s (%s) does not load (%s); still serving %s", version, why, exc,
                       self.service.model_version)
             return False
         with self.lock:
-            old, self.service.advisor, self.service.model_version = self.service.model_version, advisor, target
+            old, self.service.advisor, self.service.model_version = self.service.model_version, advisor, version
             self.service.model_problem = None
         self.counters.model_reloads += 1
-        log.info("model %s -> %s (promoted in %s)", old, target, self.models_dir)
+        log.info("model %s -> %s (%s)", old, version, why)
         return True
 
 

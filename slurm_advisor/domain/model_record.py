@@ -26,3 +26,21 @@ class ModelRecord:
     metrics: dict[str, Any] = field(default_factory=dict)
     promoted_at: float | None = None
     retired_at: float | None = None
+
+
+#: How a model became the active one: a retrain's gate, an admin's `models promote` (``forced``
+#: over a gate that rejected it or never judged it), `models rollback`, or registered as active.
+ACTIVATIONS = ("retrain", "promote", "rollback", "register")
+
+
+@dataclass(frozen=True)
+class ModelActivation:
+    """One change of the active model. ``version`` None: none promoted, the daemon's default
+    model serves (its config's ``model``, the packaged one unless set)."""
+
+    time: float
+    version: str | None
+    previous: str | None
+    action: str
+    forced: bool = False
+    note: str = ""

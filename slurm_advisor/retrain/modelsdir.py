@@ -4,6 +4,7 @@
       3f9a0c1d2e4b/     policy.pt, speed.pt, meta.json (the version is the hash of these files)
       7c21e5aa9f00/
       active -> 7c21e5aa9f00      a relative symlink; the daemon follows it
+                                  (``active -> default``: no promoted model, the daemon's default serves)
       .retrain.lock               held by a running retrain
       .candidate-*/               a retrain's unfinished candidate (removed by the next retrain)
 
@@ -12,35 +13,57 @@ fsynced, renamed), and ``active`` changes only by renaming a new symlink over it
 any moment leaves the old pointer to a complete model. The registry (the store's ``models``
 table) is the source of truth; ``active`` mirrors its active row, and a retrain repairs the
 mirror first if a crash fell between the two. No torch here: the daemon imports this module.
+
+``DEFAULT`` is the name of the model the daemon serves when none is promoted: its config's
+``model``, the packaged one unless set. It is no directory here and never a version (those are
+hex hashes); ``models rollback`` past the first promotion points ``active`` at it, so that the
+daemon swaps back to that model without a restart.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
 ACTIVE = "active"
+DEFAULT = "default"
+PACKAGED_MODEL = Path(__file__).resolve().parent.parent / "data" / "model"  # as learned.checkpoint
 CANDIDATE_PREFIX = ".candidate-"
 MODEL_FILES = ("lif_profile.json", "meta.json", "policy.pt", "speed.pt")  # what a retrain publishes
 
 
+def model_version(model_dir: Path | None) -> str:
+    """A short hash of the model's files: what the decision log names (None: the packaged model)."""
+    directory = Path(model_dir) if model_dir else PACKAGED_MODEL
+    digest = hashlib.sha256()
+    for name in ("meta.json", "policy.pt", "speed.pt"):
+        path = directory / name
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def active_version(models_dir: Path) -> str | None:
-    """The version ``active`` points at, or None (no pointer, or one that points nowhere valid)."""
+    """The version ``active`` points at, ``DEFAULT``, or None (no pointer, or one that points
+    nowhere valid)."""
     try:
         target = os.readlink(Path(models_dir) / ACTIVE)
     except OSError:
         return None
     name = Path(target).name
+    if name == DEFAULT:
+        return DEFAULT
     return name if name and (Path(models_dir) / name).is_dir() else None
 
 
 def active_dir(models_dir: Path | None) -> Path | None:
-    """The active version's directory, or None."""
+    """The promoted version's directory, or None (none promoted, or ``active`` names ``DEFAULT``)."""
     if models_dir is None:
         return None
     version = active_version(models_dir)
-    return None if version is None else Path(models_dir) / version
+    return None if version in (None, DEFAULT) else Path(models_dir) / version
 
 
 def new_candidate_dir(models_dir: Path) -> Path:
@@ -65,9 +88,10 @@ def publish(candidate: Path, models_dir: Path, version: str) -> Path:
 
 
 def point_active(models_dir: Path, version: str) -> None:
-    """Make ``active`` point at ``version``, atomically (a new symlink renamed over the old one)."""
+    """Make ``active`` point at ``version`` (or ``DEFAULT``), atomically (a new symlink renamed
+    over the old one)."""
     models_dir = Path(models_dir)
-    if not (models_dir / version).is_dir():
+    if version != DEFAULT and not (models_dir / version).is_dir():
         raise FileNotFoundError(models_dir / version)
     tmp = models_dir / f".{ACTIVE}.{os.getpid()}"
     tmp.unlink(missing_ok=True)

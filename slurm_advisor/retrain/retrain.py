@@ -143,7 +143,7 @@ def _retrain(store, models_dir: Path, nodes, settings: RetrainSettings, split: S
         {**metrics, "holdout": data["holdout"], "owners": data["owners"], "promoted": verdict.promote,
          "reason": verdict.reason}))
     if verdict.promote:
-        store.set_model_status(candidate, "active")  # one transaction: the old active retires
+        store.activate(candidate, "retrain", note=verdict.reason)  # one transaction: the old active retires
         modelsdir.point_active(models_dir, candidate)
     status = RetrainExit.PROMOTED if verdict.promote else RetrainExit.KEPT
     return RetrainResult(status, verdict.reason, candidate, active and active.version, metrics, data)
@@ -167,6 +167,7 @@ def _reconcile(store, models_dir: Path, log) -> ModelRecord | None:
     ``active`` pointer made to agree with it."""
     active = store.active_model()
     if active is None:
+        _reconcile_default(store, models_dir, log)
         return None
     if not Path(active.directory).is_dir():
         log(f"the registry's active model {active.version} has no directory {active.directory}: "
@@ -177,6 +178,16 @@ def _reconcile(store, models_dir: Path, log) -> ModelRecord | None:
         modelsdir.point_active(models_dir, active.version)
         log(f"repaired {models_dir / modelsdir.ACTIVE} -> {active.version} (the registry's active model)")
     return active
+
+
+def _reconcile_default(store, models_dir: Path, log) -> None:
+    """After a rollback to the default model whose pointer move a crash cut short: the pointer
+    made to name the default too (only then: a pointer with no registry behind it is left be)."""
+    history = store.model_history()
+    if history and history[-1].version is None and \
+            modelsdir.active_version(models_dir) not in (None, modelsdir.DEFAULT):
+        modelsdir.point_active(models_dir, modelsdir.DEFAULT)
+        log(f"repaired {models_dir / modelsdir.ACTIVE} -> {modelsdir.DEFAULT} (the registry's rollback)")
 
 
 def _train(split: SampleSplit, nodes, jobs, hp: Hyper, active_dir: Path | None, log, progress):
@@ -210,7 +221,6 @@ def _warm_start(active_dir: Path | None, hp: Hyper, log):
 def _write_candidate(models_dir: Path, report, hp: Hyper, data: dict, active: ModelRecord | None):
     """(version, whether its directory existed already): the candidate, written atomically. An
     existing directory of that version holds the same files (the version is their hash)."""
-    from slurm_advisor.daemon.build import model_version
     from slurm_advisor.learned import checkpoint
 
     meta = {"speed_model": {"holdout_mape": report.speed_metrics["holdout_mape"],
@@ -220,7 +230,7 @@ def _write_candidate(models_dir: Path, report, hp: Hyper, data: dict, active: Mo
     tmp = modelsdir.new_candidate_dir(models_dir)
     try:
         checkpoint.save(tmp, report.policy, report.speed, report.schema, hp, meta, lif_profile=report.lif_profile)
-        version = model_version(tmp)
+        version = modelsdir.model_version(tmp)
         modelsdir.publish(tmp, models_dir, version)
     except FileExistsError:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -12,16 +12,17 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from slurm_advisor.domain.model_record import MODEL_STATUSES, ModelRecord
+from slurm_advisor.domain.model_record import ACTIVATIONS, MODEL_STATUSES, ModelActivation, ModelRecord
 from slurm_advisor.domain.outcome import FINAL_STATES, Outcome
 from slurm_advisor.errors import InputError
-from slurm_advisor.store.tables import ModelRow, OutcomeRow
+from slurm_advisor.store.tables import ModelActivationRow, ModelRow, OutcomeRow
 
 _UPSERTS = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
 
 
 class OutcomesAndModels:
-    """Outcomes upserted by job id; models registered, promoted (one active at a time), retired."""
+    """Outcomes upserted by job id; models registered, promoted (one active at a time), retired;
+    every change of the active model logged in the same transaction (``model_history``)."""
 
     # -- outcomes ---------------------------------------------------------------------------
     def record_outcomes(self, outcomes: Iterable[Outcome]) -> int:
@@ -69,7 +70,7 @@ class OutcomesAndModels:
         with self._guard("cannot write to"), self._sessions.begin() as session:
             session.execute(insert(ModelRow), [row])
             if record.status == "active":
-                _activate(session, record.version, time.time())
+                _activate(session, record.version, time.time(), "register")
         self.commits += 1
         return self.model(record.version)
 
@@ -83,12 +84,37 @@ class OutcomesAndModels:
                 known = ", ".join(session.scalars(select(ModelRow.version))) or "none"
                 raise InputError(f"no model {version!r} in the registry; registered: {known}")
             if status == "active":
-                _activate(session, version, now)
+                _activate(session, version, now, "promote")
             else:
                 session.execute(update(ModelRow).where(ModelRow.version == version).values(
                     status=status, retired_at=now if status == "retired" else None))
         self.commits += 1
         return self.model(version)
+
+    def activate(self, version: str | None, action: str, *, forced: bool = False, note: str = "") -> None:
+        """Make ``version`` the active model (None: none, the daemon's default model serves),
+        retiring the active one, and log it as ``action``: one transaction."""
+        if action not in ACTIVATIONS:
+            raise InputError(f"activation {action!r}: expected one of {', '.join(ACTIVATIONS)}")
+        with self._guard("cannot write to"), self._sessions.begin() as session:
+            if version is not None and session.get(ModelRow, version) is None:
+                raise InputError(f"no model {version!r} in the registry")
+            _activate(session, version, time.time(), action, forced, note)
+        self.commits += 1
+
+    def model_history(self) -> list[ModelActivation]:
+        """Every change of the active model, oldest first."""
+        query = select(ModelActivationRow).order_by(ModelActivationRow.id)
+        with self._guard("cannot read from"), self._sessions() as session:
+            return [ModelActivation(r.time, r.version, r.previous, r.action, r.forced, r.note)
+                    for r in session.scalars(query)]
+
+    def count_activations(self) -> dict[tuple[str, bool], int]:
+        """How many activations of each (action, forced): the metrics' counter."""
+        query = select(ModelActivationRow.action, ModelActivationRow.forced, func.count()) \
+            .group_by(ModelActivationRow.action, ModelActivationRow.forced)
+        with self._guard("cannot read from"), self._sessions() as session:
+            return {(action, bool(forced)): n for action, forced, n in session.execute(query)}
 
     def model(self, version: str) -> ModelRecord | None:
         with self._guard("cannot read from"), self._sessions() as session:
@@ -107,12 +133,17 @@ class OutcomesAndModels:
             return [_model(r) for r in session.scalars(query)]
 
 
-def _activate(session, version: str, now: float) -> None:
-    """Retire the active model (if another), then activate ``version``; the caller's transaction."""
+def _activate(session, version: str | None, now: float, action: str, forced: bool = False, note: str = "") -> None:
+    """Retire the active model (if another), then activate ``version`` (None: none) and log the
+    change; the caller's transaction."""
+    previous = session.scalar(select(ModelRow.version).where(ModelRow.status == "active"))
     session.execute(update(ModelRow).where(ModelRow.status == "active", ModelRow.version != version)
                     .values(status="retired", retired_at=now))
-    session.execute(update(ModelRow).where(ModelRow.version == version)
-                    .values(status="active", promoted_at=now, retired_at=None))
+    if version is not None:
+        session.execute(update(ModelRow).where(ModelRow.version == version)
+                        .values(status="active", promoted_at=now, retired_at=None))
+    session.execute(insert(ModelActivationRow).values(time=now, version=version, previous=previous, action=action,
+                                                      forced=forced, note=note))
 
 
 def _outcome_row(o: Outcome) -> dict[str, Any]:

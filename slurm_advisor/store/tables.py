@@ -129,3 +129,17 @@ class ModelRow(Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(JsonDocument)
     promoted_at: Mapped[float | None] = mapped_column(Float)
     retired_at: Mapped[float | None] = mapped_column(Float)
+
+
+class ModelActivationRow(Base):
+    """One change of the active model; ``version`` NULL: the daemon's default model (none promoted)."""
+
+    __tablename__ = "model_activations"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    time: Mapped[float] = mapped_column(Float)
+    version: Mapped[str | None] = mapped_column(String(64))
+    previous: Mapped[str | None] = mapped_column(String(64))
+    action: Mapped[str] = mapped_column(String(16))
+    forced: Mapped[bool] = mapped_column(Boolean)
+    note: Mapped[str] = mapped_column(Text)

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.cli.admin import DAEMON_DOWN
 from slurm_advisor.cli.admin_views import parse_since, scan_decisions, table
-from slurm_advisor.cli.main import _register, cli
+from slurm_advisor.cli.main import cli
 from slurm_advisor.cluster.simulated import SimulatedSource
 from slurm_advisor.daemon.config import DaemonConfig
 from slurm_advisor.daemon.daemon import Daemon
@@ -42,12 +42,7 @@ def fields(workers: int = 3, ps: int = 1, gpus: int = 1) -> dict:
             "user_id": 1000}
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    import os
-    for key in [k for k in os.environ if k.startswith("SLURM_ADVISOR_")]:
-        monkeypatch.delenv(key)
-    _register()
+pytestmark = pytest.mark.usefixtures("cli_env")
 
 
 @pytest.fixture
@@ -174,13 +169,16 @@ def test_shadow_counts_differently_placed_jobs_and_their_predicted_speedup(site)
 def test_models_list_promote_rollback(site):
     cfg = str(site["config"])
     listed = json.loads(run("models", "list", "--config", cfg, "--json"))
-    assert {m["version"]: m["status"] for m in listed} == {"aaa": "retired", "bbb": "active", "ccc": "candidate"}
-    assert json.loads(run("models", "promote", "ccc", "--config", cfg, "--json")) == {
-        "active": "ccc", "was": "bbb", "directory": str(site["tmp"] / "ccc")}
+    assert {m["version"]: m["status"] for m in listed} == {"aaa": "retired", "bbb": "active", "ccc": "candidate",
+                                                          "default": "standby"}
+    assert "never judged ccc" in run("models", "promote", "ccc", "--config", cfg, code=2)  # registered by hand
+    assert "active model: ccc (was bbb)" in run("models", "promote", "ccc", "--force", "--config", cfg)
     assert (site["tmp"] / "active").resolve() == (site["tmp"] / "ccc").resolve()  # what the daemon follows
     assert "active model: bbb (was ccc)" in run("models", "rollback", "--config", cfg)
     assert (site["tmp"] / "active").resolve() == (site["tmp"] / "bbb").resolve()
-    assert "active model: ccc (was bbb)" in run("models", "rollback", "--config", cfg)
+    assert "active model: aaa (was bbb)" in run("models", "rollback", "--config", cfg)  # back, not to and fro
+    assert "active model: default (was aaa)" in run("models", "rollback", "--config", cfg)
+    assert "nothing to roll back to" in run("models", "rollback", "--config", cfg, code=2)
     assert "no model 'zzz'" in run("models", "promote", "zzz", "--config", cfg, code=2)
     assert "ccc" in run("models", "list", "--config", cfg)
 
@@ -219,7 +217,7 @@ def test_status_and_mode_against_a_live_daemon(site):
             sock = str(config.socket)
             data = json.loads(run("status", "--config", str(site["config"]), "--socket", sock, "--json"))
             assert data["daemon"]["mode"] == "observe" and data["daemon"]["policy"] == "pack"
-            assert "daemon: observe mode, policy pack" in run("status", "--config", str(site["config"]),
+            assert "daemon: observe mode (the config's), policy pack" in run("status", "--config", str(site["config"]),
                                                               "--socket", sock)
             assert "mode: observe -> enforce" in run("mode", "enforce", "--socket", sock)
             assert daemon.state.mode == "enforce"

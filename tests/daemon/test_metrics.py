@@ -71,6 +71,23 @@ def test_metrics_are_served_and_an_advise_moves_them(metered):
     assert after["slurm_advisor_claims"] == 1
 
 
+def test_model_changes_and_a_mode_set_at_run_time_are_exported(metered):
+    from slurm_advisor.domain.model_record import ModelRecord
+
+    port = metered.metrics.port
+    before = scrape(port)
+    assert before['slurm_advisor_model_activations_total{action="rollback",forced="false"}'] == 0  # there from the start
+    assert before["slurm_advisor_mode_overridden"] == 0 and before["slurm_advisor_model_reloads_total"] == 0
+    metered.store.register_model(ModelRecord("a" * 12, "/m/a"))
+    metered.store.activate("a" * 12, "promote", forced=True)
+    metered.store.activate(None, "rollback")
+    metered.switch_mode("observe")
+    after = scrape(port)
+    assert after['slurm_advisor_model_activations_total{action="promote",forced="true"}'] == 1
+    assert after['slurm_advisor_model_activations_total{action="rollback",forced="false"}'] == 1
+    assert after['slurm_advisor_models{status="retired"}'] == 1 and after["slurm_advisor_mode_overridden"] == 1
+
+
 def test_each_daemon_has_its_own_registry(tmp_path, metered):
     other = make_daemon(tmp_path / "other", metrics_port=free_port())
     other.start()

@@ -149,7 +149,9 @@ def test_a_peer_that_is_neither_root_nor_slurm_is_refused():
 @pytest.mark.parametrize("policy", [SpreadPolicy()], ids=["spread"])
 def test_mode_switches_at_run_time(served):
     path = served.config.socket
-    assert call(path, "mode", mode="observe") == {"v": 1, "ok": True, "mode": "observe", "was": "advise"}
+    assert call(path, "mode", mode="observe") == {"v": 1, "ok": True, "mode": "observe", "was": "advise",
+                                                  "mode_source": "override",
+                                                  "mode_file": f"{served.config.db}.mode.json"}
     assert call(path, "advise", job=marked())["action"] == "observe"
     assert call(path, "mode", mode="enforce")["mode"] == "enforce"
     assert call(path, "advise", job=marked())["action"] == "place"

@@ -74,3 +74,16 @@ def test_a_model_that_does_not_load_is_counted_and_the_current_one_kept(daemon) 
     good = publish_copy(models, "good")
     modelsdir.point_active(models, good)
     assert _wait(lambda: d.status()["model"] == good)
+
+
+def test_a_rollback_to_the_default_model_is_served_without_a_restart(daemon) -> None:
+    d, models, first = daemon
+    modelsdir.point_active(models, modelsdir.DEFAULT)  # what `models rollback` past the first promotion does
+    d.refresher.refresh_once()  # the refresh checks the pointer (beside the refresh thread, one at a time)
+    packaged = modelsdir.model_version(None)
+    assert d.status()["model"] == packaged and d.status()["model_reloads"] == 1
+    assert d.advise(FIELDS)["ok"]
+    assert not d.models.check()  # serving it: not loaded again at every refresh
+    modelsdir.point_active(models, first)  # promoted again
+    d.refresher.refresh_once()
+    assert d.status()["model"] == first and d.status()["model_reloads"] == 2

@@ -48,15 +48,31 @@ def test_a_retrain_repairs_a_pointer_left_behind_the_registry(tmp_path) -> None:
         assert _reconcile(store, models, lines.append) is None  # its files are gone: slurm-default judges
 
 
-def test_the_daemon_starts_on_the_active_model(tmp_path) -> None:
+@pytest.mark.parametrize("rolled_back", [False, True], ids=["promoted", "rolled-back-to-default"])
+def test_the_daemon_starts_on_the_active_model(tmp_path, rolled_back) -> None:
     models = tmp_path / "models"
     a = publish_copy(models, "a")
     modelsdir.point_active(models, a)
+    if rolled_back:
+        modelsdir.point_active(models, modelsdir.DEFAULT)  # no directory of that name: the default is no version
+        assert modelsdir.active_version(models) == modelsdir.DEFAULT and modelsdir.active_dir(models) is None
     config = replace(DaemonConfig(), source="simulated", db=str(tmp_path / "d.db"), models_dir=models,
                      socket=tmp_path / "s.sock")
     daemon = build_daemon(config)
-    try:
-        assert daemon.status()["model"] == a and daemon.models is not None
+    try:  # after a rollback to the default: the packaged model, as before any promotion
+        assert daemon.status()["model"] == (model_version(None) if rolled_back else a) and daemon.models is not None
         assert not daemon.models.check()  # already serving it
     finally:
         daemon.stop()
+
+
+def test_a_retrain_repairs_a_pointer_a_rollback_to_the_default_left_behind(tmp_path) -> None:
+    models = tmp_path / "models"
+    a = publish_copy(models, "a")
+    modelsdir.point_active(models, a)
+    with Store.open(str(tmp_path / "s.db")) as store:
+        store.register_model(ModelRecord(a, str(models / a), "active"))
+        store.activate(None, "rollback")  # crashed before the pointer moved
+        lines: list[str] = []
+        assert _reconcile(store, models, lines.append) is None
+        assert modelsdir.active_version(models) == modelsdir.DEFAULT and "repaired" in lines[0]

@@ -70,6 +70,9 @@ def test_a_first_model_at_least_as_good_as_slurm_default_is_promoted(site, first
     assert record.samples == summary["data"]["train"]["samples"] and record.live_samples == 0
     assert record.last_sample_time < summary["data"]["holdout"]["first_time"]  # never trained on the held-out
     assert record.metrics["promoted"] is True and record.metrics["reason"] == summary["reason"]
+    with Store.open(db, create=False) as store:  # the history a rollback walks back
+        assert [(c.action, c.version, c.previous, c.note) for c in store.model_history()] == [
+            ("retrain", version, None, summary["reason"])]
 
 
 def test_a_second_retrain_that_is_not_better_keeps_the_active_model(site, first) -> None:
@@ -91,6 +94,16 @@ def test_a_second_retrain_that_is_not_better_keeps_the_active_model(site, first)
     assert candidate.status == "candidate" and candidate.metrics["promoted"] is False
     assert (models / summary["candidate"] / "meta.json").is_file()  # kept for inspection
     assert json.loads((models / summary["candidate"] / "meta.json").read_text())["retrain"]["warm_start"] == active
+    # the admin's promote finds the gate's verdict: refused with its reason, unless forced
+    promote = ["models", "promote", summary["candidate"], "--db", db]
+    config = ["--config", str(models.parent / "none.toml")]
+    (models.parent / "none.toml").write_text(f'models_dir = "{models}"\n')
+    refused = CliRunner().invoke(main.cli, [*promote, *config])
+    assert refused.exit_code == 2 and summary["reason"] in refused.stderr and "--force" in refused.stderr
+    forced = CliRunner().invoke(main.cli, [*promote, *config, "--force"])
+    assert forced.exit_code == 0 and modelsdir.active_version(models) == summary["candidate"], forced.output
+    rolled = CliRunner().invoke(main.cli, ["models", "rollback", "--db", db, *config])
+    assert rolled.exit_code == 0 and modelsdir.active_version(models) == active, rolled.output
 
 
 def test_a_poisoned_data_set_is_never_promoted(tmp_path) -> None:

@@ -68,7 +68,7 @@ def test_sqlite_reports_outcomes_registry(tmp_path: Path) -> None:
     with Store.open(str(tmp_path / "a.db")) as store:
         _reports_and_outcomes(store)
         _registry(store)
-        assert store.revision() == "0003"
+        assert store.revision() == "0004"
 
 
 def test_the_database_itself_refuses_a_second_active_model(tmp_path: Path) -> None:
@@ -84,11 +84,11 @@ def test_upgrade_from_0002_keeps_decisions_and_samples(tmp_path: Path) -> None:
     with Store.open(str(path)) as store:
         store.record_samples(_samples(n=2))
     with sqlite3.connect(path) as db:
-        for table in ("reports", "outcomes", "models"):
+        for table in ("reports", "outcomes", "models", "model_activations"):
             db.execute(f"DROP TABLE {table}")
         db.execute("UPDATE alembic_version SET version_num = '0002'")
-    with Store.open(str(path)) as store:  # opening upgrades 0002 -> 0003
-        assert store.revision() == "0003" and store.count_samples() == 2 and store.count_reports() == 0
+    with Store.open(str(path)) as store:  # opening upgrades 0002 -> 0004
+        assert store.revision() == "0004" and store.count_samples() == 2 and store.count_reports() == 0
 
 
 @pytest.mark.postgres
@@ -96,4 +96,20 @@ def test_postgres_reports_outcomes_registry(pg_url: str) -> None:
     with Store.open(pg_url) as store:
         _reports_and_outcomes(store)
         _registry(store)
-        assert store.revision() == "0003"
+        assert store.revision() == "0004"
+
+
+def test_upgrade_from_0003_records_the_promotions_so_far_as_the_history(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with Store.open(str(path)) as store:
+        for version, promoted_at, status in (("a" * 12, 100.0, "retired"), ("c" * 12, None, "candidate"),
+                                             ("b" * 12, 200.0, "active")):
+            store.register_model(ModelRecord(version, f"/m/{version}", status, promoted_at=promoted_at))
+    with sqlite3.connect(path) as db:  # as a database of revision 0003 holds them: no history
+        db.execute("DROP TABLE model_activations")
+        db.execute("UPDATE models SET promoted_at = 100.0 WHERE version = 'aaaaaaaaaaaa'")
+        db.execute("UPDATE models SET promoted_at = 200.0 WHERE version = 'bbbbbbbbbbbb'")
+        db.execute("UPDATE alembic_version SET version_num = '0003'")
+    with Store.open(str(path)) as store:  # opening upgrades 0003 -> 0004
+        assert [(c.version, c.action, c.time) for c in store.model_history()] == [
+            ("a" * 12, "promote", 100.0), ("b" * 12, "promote", 200.0)]
