@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import tempfile
 import time
@@ -128,8 +129,9 @@ def run(scenario: str, iters: bool, nodes, truth, jobs, test_jobs, hp: Hyper, se
             result = run_retrain(db, Path(work) / "models", nodes, RetrainSettings(hyper=hp), log=lines.append,
                                  progress=False)
         except Exception as exc:  # noqa: BLE001 -- a refused retrain is a row, not a crash
+            left_out = sorted(m.group(1) for line in lines if (m := re.match(r"reports of uid (\d+) left out", line)))
             return {"scenario": scenario, "iters": iters, "promoted": False, "reason": f"retrain refused: {exc}",
-                    "discounted": [], "true_ratio": None, "seconds": round(time.time() - started, 1)}
+                    "discounted": left_out, "true_ratio": None, "seconds": round(time.time() - started, 1)}
         truth_judge = Judge(truth, "the truth")
         base = replay_jct(nodes, test_jobs, truth_judge, None, seed)
         cand = replay_jct(nodes, test_jobs, truth_judge, Path(work) / "models" / result.candidate, seed) \

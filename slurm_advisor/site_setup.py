@@ -29,7 +29,8 @@ from slurm_advisor.errors import InputError
 #: Where the installed command lives in the shipped files, replaced by this environment's.
 SHIPPED_COMMAND = "/usr/local/bin/slurm-advisor"
 UNITS = ("slurm-advisor.service", "slurm-advisor-release.service", "slurm-advisor-release.timer",
-         "slurm-advisor-retrain.service", "slurm-advisor-retrain.timer")
+         "slurm-advisor-retrain.service", "slurm-advisor-retrain.timer", "slurm-advisor-canary.service",
+         "slurm-advisor-canary.timer")
 CONFIG = Path("etc/slurm-advisor/config.toml")
 STATE = Path("var/lib/slurm-advisor")
 UNIT_DIR = Path("etc/systemd/system")
@@ -132,7 +133,7 @@ def next_steps(plan: Plan) -> list[str]:
     start = ("the cron file runs release and retrain; start the daemon with: "
              f"{plan.command} serve --config /{CONFIG}" if plan.cron else
              "systemctl daemon-reload && systemctl enable --now slurm-advisor "
-             "slurm-advisor-release.timer slurm-advisor-retrain.timer")
+             "slurm-advisor-release.timer slurm-advisor-retrain.timer slurm-advisor-canary.timer")
     return [
         f"the hook: bash {hooks}/install.sh /etc/slurm   (a site's own job_submit.lua: add --chain; see --help)",
         start,

@@ -130,7 +130,9 @@ def _status_text(data: dict[str, Any]) -> str:
     if d is None:
         lines = [f"daemon: not answering on {data['socket']} ({data['daemon_error']})"]
     else:
-        lines = [(f"daemon: {d.get('mode')} mode ({mode_source_text(d)}), policy {d.get('policy')}, model {d.get('model') or '-'}, "
+        canary = f" (canary {d['canary']} on {100 * d['canary_share']:.0f} %)" if d.get("canary") else ""
+        lines = [(f"daemon: {d.get('mode')} mode ({mode_source_text(d)}), policy {d.get('policy')}, "
+                  f"model {d.get('model') or '-'}{canary}, "
                   f"source {d.get('source')}, {d.get('nodes')} nodes, snapshot {d.get('snapshot_age_s')} s old, "
                   f"{d.get('claims')} claims, up {d.get('uptime_s')} s"),
                  "counters: " + ", ".join(f"{k} {d[k]}" for k in (

@@ -36,6 +36,7 @@ def cli() -> None:
 def _register() -> None:
     from slurm_advisor.cli.admin import decisions, explain, export, observations, shadow, status
     from slurm_advisor.cli.admin_models import mode, models
+    from slurm_advisor.cli.canary import canary
     from slurm_advisor.cli.convert import convert
     from slurm_advisor.cli.db import db
     from slurm_advisor.cli.demo import demo
@@ -49,7 +50,7 @@ def _register() -> None:
     from slurm_advisor.cli.train import train
 
     for command in (demo, simulate, train, convert, layout, serve, ctl, release, db, report, retrain,
-                    status, decisions, observations, export, explain, shadow, models, mode, loop, setup):
+                    status, decisions, observations, export, explain, shadow, models, mode, loop, setup, canary):
         cli.add_command(command)
 
 

@@ -35,6 +35,9 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--prior-tolerance", type=click.FloatRange(min=0), default=0.1, show_default=True,
               help="Never promote a candidate more than this share worse than the incumbent under the "
                    "prior (the contention model, which read no report).")
+@click.option("--no-canary", is_flag=True,
+              help="Promote an accepted candidate at once, not as a canary first (the config's canary_share "
+                   "> 0 makes it a canary; `slurm-advisor canary` decides it).")
 @click.option("--jobs", "recent", type=click.IntRange(min=1), default=300, show_default=True,
               help="Recent advised jobs in the replayed mix.")
 @click.option("--episodes", type=click.IntRange(min=1), help="RL episodes (default from the hyperparameters).")
@@ -46,7 +49,8 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--sbatch-arg", "sbatch_args", multiple=True, help="With --submit: one more sbatch argument; repeatable.")
 @click.pass_context
 def retrain(ctx, db, config_file, models_dir, cluster, trace, margin, holdout_fraction, holdout_max, max_mape,
-            prior_tolerance, recent, episodes, hyper_values, as_json, submit, partition, sbatch_args) -> None:
+            prior_tolerance, no_canary, recent, episodes, hyper_values, as_json, submit, partition,
+            sbatch_args) -> None:
     """Refit the speed model on the stored samples, fine-tune the active policy against it, and
     promote the candidate only if it beats the active model (or, before the first, slurm-default)
     by --margin on avg JCT of the recent job mix under an independent judge, no more than
@@ -70,19 +74,19 @@ def retrain(ctx, db, config_file, models_dir, cluster, trace, margin, holdout_fr
     if partition or sbatch_args:
         raise InputError("--partition and --sbatch-arg go with --submit")
     result = _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, holdout_max, max_mape,
-                  prior_tolerance, recent, episodes, hyper_values)
+                  prior_tolerance, no_canary, recent, episodes, hyper_values)
     if result.status is RetrainExit.LOCKED:
         click.echo(f"error: {result.reason}", err=True)
     if as_json:
         click.echo(json.dumps(result.summary(), indent=2))
     elif result.status is not RetrainExit.LOCKED:
-        click.echo(f"{'promoted' if result.promoted else 'kept the active model'}"
+        click.echo(f"{'canary' if result.canary else 'promoted' if result.promoted else 'kept the active model'}"
                    f"{f' (candidate {result.candidate})' if result.candidate else ''}: {result.reason}")
     sys.exit(result.status)
 
 
 def _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, holdout_max, max_mape, prior_tolerance,
-         recent, episodes, hyper_values):
+         no_canary, recent, episodes, hyper_values):
     from slurm_advisor.daemon.config import load_config
     from slurm_advisor.learned.hyper import Hyper
     from slurm_advisor.retrain.lock import AnotherRetrain
@@ -94,7 +98,8 @@ def _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, 
     if episodes is not None:
         hp = replace(hp, rl_episodes=episodes)
     settings = RetrainSettings(margin=margin, holdout_fraction=holdout_fraction, holdout_max=holdout_max,
-                               max_mape=max_mape, prior_tolerance=prior_tolerance, recent_jobs=recent, hyper=hp)
+                               max_mape=max_mape, prior_tolerance=prior_tolerance, recent_jobs=recent, hyper=hp,
+                               canary=config.canary_share > 0 and not no_canary)
     nodes = _cluster(config, cluster)
     log = lambda line: click.echo(line, err=True)  # stdout is for the result
     try:

@@ -58,6 +58,8 @@ class DaemonConfig:
     max_tasks: int = 10_000                   # a job with more tasks is left to Slurm as submitted (1-100,000)
     max_connections: int = 1024               # open at once, in all; the last eighth kept for root and the Slurm user
     max_connections_per_uid: int = 64         # open at once from one uid other than those (report port: one address)
+    canary_share: float = 0.2                 # a model the gate accepts first serves this share of marked jobs; 0: none
+    canary_jobs: int = 20                     # completed, reported jobs per arm before the canary is decided
 
     def validated(self) -> DaemonConfig:
         if self.mode not in MODES:
@@ -103,6 +105,8 @@ RANGES: dict[str, Range] = {
     # max_connections is max_connections
     "max_connections": Range(MIN_CONNECTIONS, 65536),
     "max_connections_per_uid": Range(1, 65536),
+    "canary_share": Range(0, 0.5),                    # a canary serves the smaller arm
+    "canary_jobs": Range(5, 100000),                  # fewer: no test can tell the arms apart
 }
 
 

@@ -71,7 +71,8 @@ class Daemon:
         self._advise_lock = threading.Lock()  # claims: one decision at a time sees the previous ones
         self._heap = FrozenHeap()  # full garbage collections out of the requests' way (gc_pauses)
         self.models = ModelFollower(config.models_dir, service, self._advise_lock, self.state.counters,
-                                    policy=config.policy, default_model=config.model) \
+                                    policy=config.policy, default_model=config.model,
+                                    canary_share=config.canary_share) \
             if config.policy in FROM_MODEL else None  # retrain's promotions, picked up without a restart
         self.refresher = Refresher(self.state, source, queue, period_s=config.refresh_s,
                                    pin_bound_s=config.pin_bound_s, node_counts=self._user_node_counts,
@@ -251,6 +252,8 @@ class Daemon:
         snap = self.state.snapshot()
         return {**self.health(), **self.mode_keeper.info(), "policy": self.service.advisor.policy.name,
                 "model": self.service.model_version, "model_problem": self.service.model_problem,
+                "canary": self.service.canary and self.service.canary.version,
+                "canary_share": self.service.canary and self.service.canary.share,
                 "source": self.source.name,
                 "nodes": 0 if snap is None else len(snap.nodes), "claims": len(self.state.claims),
                 "uptime_s": round(time.time() - self.state.started_at, 1),

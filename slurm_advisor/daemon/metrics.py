@@ -54,6 +54,8 @@ _STATE_COUNTERS = {
     "accept_failures": "Failed accepts on the daemon's sockets (e.g. out of file descriptors).",
     "model_reload_failures": "Models that did not load (at start: slurm-default serves; promoted: the current one kept).",
     "model_reloads": "Models swapped in without a restart (a promotion or a rollback moved models_dir/active).",
+    "canary_promotions": "Canaries that ended as the active model (their measured outcomes held up).",
+    "canary_rollbacks": "Canaries that ended otherwise (rolled back on measured outcomes).",
 }
 _WRITER_COUNTERS = {
     "decisions_written": ("writer", "written", "Decisions written to the store."),
@@ -162,6 +164,9 @@ class _DaemonCollector(Collector):
                                   labels=["policy", "version"])
         model.add_metric([d.service.advisor.policy.name, d.service.model_version or ""], 1)
         yield model
+        canary = d.service.canary
+        yield GaugeMetricFamily("slurm_advisor_canary_share", "The share of marked jobs a canary serves (0: none runs).",
+                                value=0.0 if canary is None else canary.share)
         yield from self._registry()
 
     def _registry(self) -> Iterator[Any]:

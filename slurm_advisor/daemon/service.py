@@ -36,10 +36,11 @@ snapshot yet.
 """
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -98,6 +99,19 @@ def job_from_request(fields: dict[str, Any], job_id: str, sub: Submission | None
                    time_limit_s=None if limit is None else limit * 60.0)
 
 
+@dataclass(frozen=True)
+class Canary:
+    version: str
+    advisor: Advisor
+    share: float
+
+
+def in_canary(decision_id: str, share: float) -> bool:
+    """Whether a decision is in the canary's arm: the first 8 bytes of its id's SHA-256 as a share."""
+    digest = hashlib.sha256(decision_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0 ** 64 < share
+
+
 class AdviceService:
     def __init__(self, advisor: Advisor, express: Express, *, model_version: str | None = None,
                  has_switches: bool = False, hold_wait_s: float = 600.0, pins: bool = True,
@@ -118,6 +132,15 @@ class AdviceService:
         self.has_switches = has_switches
         self.hold_wait_s = hold_wait_s
         self._rng = np.random.default_rng(seed)
+        self.canary: Canary | None = None  # a model the gate accepted, serving its share (retrain/canary.py)
+
+    def _arm(self, decision_id: str) -> tuple[Advisor, str | None]:
+        """The advisor for this decision and its model's version: the canary's for its share of
+        the decisions, by a hash of the decision id (anyone can recompute the arm), else the active one."""
+        canary = self.canary
+        if canary is not None and in_canary(decision_id, canary.share):
+            return canary.advisor, canary.version
+        return self.advisor, self.model_version
 
     def advise(self, snapshot: ClusterSnapshot, fields: dict[str, Any], mode: str,
                decision_id: str | None = None, rng: np.random.Generator | None = None,
@@ -129,8 +152,9 @@ class AdviceService:
         sub = submission(fields)
         job = job_from_request(fields, decision_id, sub)
         job, left = self._in_partition(snapshot, job, sub, fields.get("partition"))
-        advice = Advice(job.id, None, self.advisor.policy.name, reason=left) if left else \
-            self.advisor.advise(snapshot, job, rng or self._rng)
+        advisor, model_version = self._arm(decision_id)
+        advice = Advice(job.id, None, advisor.policy.name, reason=left) if left else \
+            advisor.advise(snapshot, job, rng or self._rng)
         view = allowed(snapshot, job)  # what the advice was made on
         own = advice.placement is not None and self.pins and not sub.unpinnable and \
             slurms_choice(view, job, advice.placement, topology=self.has_switches)
@@ -154,7 +178,7 @@ class AdviceService:
             reply.update(max_nodes=cap_nodes, switches=1 if self.has_switches and held else None,
                          wait4switch_s=int(self.hold_wait_s) if self.has_switches and held else None)
         decision = Decision(
-            decision_id, datetime.now(UTC), mode, action, advice.policy, self.model_version, job.type,
+            decision_id, datetime.now(UTC), mode, action, advice.policy, model_version, job.type,
             fields.get("user_id") if isinstance(fields.get("user_id"), int) else None, dict(fields),
             layout=tuple(layout) if action == "place" else (), would=tuple(layout) if action != "place" else (),
             max_nodes=cap_nodes, latency_ms=(time.perf_counter() - started) * 1e3,

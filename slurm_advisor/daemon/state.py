@@ -42,6 +42,8 @@ class Counters:
     model_reloads: int = 0          # promoted models picked up without a restart
     model_reload_failures: int = 0  # models that did not load: at start (slurm-default serves) or
     #                                 promoted later (the current one kept)
+    canary_promotions: int = 0      # canaries seen to end as the active model
+    canary_rollbacks: int = 0       # canaries seen to end otherwise (rolled back by measured outcomes)
     ready_taken: int = 0            # decisions the hook took from the ready answers (no round trip)
     ready_refused: int = 0          # takes from a peer that may not ask for advice, or malformed
     connections_refused: int = 0    # over max_connections or a peer's quota: one error line, closed
@@ -245,21 +247,58 @@ class ModelFollower:
     packaged one unless set, as served before any promotion."""
 
     def __init__(self, models_dir: Path, service, lock: threading.Lock, counters: Counters, load=None,
-                 policy: str = "learned", default_model: Path | None = None):
+                 policy: str = "learned", default_model: Path | None = None, canary_share: float = 0.0):
         self.models_dir, self.service, self.lock, self.counters = Path(models_dir), service, lock, counters
         self._load = load or functools.partial(_learned_advisor, policy=policy)  # learned or learned-fast
         self._tried: str | None = None  # the last version tried, loaded or not
+        self.canary_share = canary_share  # 0: a canary pointer is ignored, the active model serves all
+        self._canary_tried: str | None = None
         self._default_model = default_model
         self._default_version: str | None = None  # its hash, read once: the pointer is checked every refresh
 
     def check(self) -> bool:
-        """Whether a new model was swapped in."""
+        """Whether a new model was swapped in (the canary's comings and goings aside)."""
         from slurm_advisor.retrain.modelsdir import DEFAULT, active_version
 
         target = active_version(self.models_dir)
         if target == DEFAULT:
-            return self._swap(self._default(), self._default_model, "the default model")
-        return target is not None and self._swap(target, self.models_dir / target, f"promoted in {self.models_dir}")
+            swapped = self._swap(self._default(), self._default_model, "the default model")
+        else:
+            swapped = target is not None and self._swap(target, self.models_dir / target,
+                                                         f"promoted in {self.models_dir}")
+        self._follow_canary()
+        return swapped
+
+    def _follow_canary(self) -> None:
+        """Serve ``models_dir/canary`` to its share of the decisions while it exists; count how it ended."""
+        from slurm_advisor.daemon.service import Canary
+        from slurm_advisor.retrain.modelsdir import canary_version
+
+        target = canary_version(self.models_dir) if self.canary_share > 0 else None
+        current = self.service.canary
+        if target is None:
+            self._canary_tried = None
+            if current is not None:
+                with self.lock:
+                    self.service.canary = None
+                promoted = current.version == self.service.model_version
+                self.counters.canary_promotions += promoted
+                self.counters.canary_rollbacks += not promoted
+                log.info("canary %s ended: %s", current.version,
+                         "it is the active model now" if promoted else f"rolled back, {self.service.model_version} serves all")
+            return
+        if (current is not None and current.version == target) or target == self._canary_tried:
+            return
+        self._canary_tried = target
+        try:
+            advisor = self._load(self.models_dir / target)
+        except Exception as exc:  # noqa: BLE001 -- a canary that does not load serves nothing
+            self.counters.model_reload_failures += 1
+            log.error("canary %s does not load (%s); the active model serves every job", target, exc)
+            return
+        with self.lock:
+            self.service.canary = Canary(target, advisor, self.canary_share)
+        log.info("canary %s serves %.0f %% of the marked jobs", target, 100 * self.canary_share)
 
     def _default(self) -> str:
         from slurm_advisor.retrain.modelsdir import model_version
@@ -272,8 +311,9 @@ class ModelFollower:
         if version in (self._tried, self.service.model_version):
             return False
         self._tried = version
-        try:
-            advisor = self._load(directory)
+        canary = self.service.canary
+        try:  # a canary promoted is the model serving its share already
+            advisor = canary.advisor if canary is not None and canary.version == version else self._load(directory)
         except Exception as exc:  # noqa: BLE001 -- any broken model: keep serving the current one
             self.counters.model_reload_failures += 1
             log.error("model %s (%s) does not load (%s); still serving %s", version, why, exc,

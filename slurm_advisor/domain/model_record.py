@@ -4,7 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-MODEL_STATUSES = ("candidate", "active", "retired")
+#: ``canary``: accepted by the gate, serving a share of the marked jobs until measured outcomes
+#: promote it or roll it back (retrain/canary.py); at most one at a time.
+MODEL_STATUSES = ("candidate", "active", "retired", "canary")
 
 
 @dataclass(frozen=True)
@@ -29,8 +31,10 @@ class ModelRecord:
 
 
 #: How a model became the active one: a retrain's gate, an admin's `models promote` (``forced``
-#: over a gate that rejected it or never judged it), `models rollback`, or registered as active.
-ACTIVATIONS = ("retrain", "promote", "rollback", "register")
+#: over a gate that rejected it or never judged it), `models rollback`, registered as active, a
+#: canary whose measured outcomes held up (``canary``), or a rollback after a measured regression
+#: against Slurm's own placements (``regression``; walked back like ``rollback``).
+ACTIVATIONS = ("retrain", "promote", "rollback", "register", "canary", "regression")
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@
       7c21e5aa9f00/
       active -> 7c21e5aa9f00      a relative symlink; the daemon follows it
                                   (``active -> default``: no promoted model, the daemon's default serves)
+      canary -> 3f9a0c1d2e4b      while a canary runs: the daemon serves it to a share of the jobs
       .retrain.lock               held by a running retrain
       .candidate-*/               a retrain's unfinished candidate (removed by the next retrain)
 
@@ -28,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 ACTIVE = "active"
+CANARY = "canary"
 DEFAULT = "default"
 PACKAGED_MODEL = Path(__file__).resolve().parent.parent / "data" / "model"  # as learned.checkpoint
 CANDIDATE_PREFIX = ".candidate-"
@@ -48,8 +50,18 @@ def model_version(model_dir: Path | None) -> str:
 def active_version(models_dir: Path) -> str | None:
     """The version ``active`` points at, ``DEFAULT``, or None (no pointer, or one that points
     nowhere valid)."""
+    return _pointed(models_dir, ACTIVE)
+
+
+def canary_version(models_dir: Path | None) -> str | None:
+    """The version ``canary`` points at, or None (no canary runs)."""
+    version = None if models_dir is None else _pointed(models_dir, CANARY)
+    return None if version == DEFAULT else version
+
+
+def _pointed(models_dir: Path, pointer: str) -> str | None:
     try:
-        target = os.readlink(Path(models_dir) / ACTIVE)
+        target = os.readlink(Path(models_dir) / pointer)
     except OSError:
         return None
     name = Path(target).name
@@ -90,13 +102,29 @@ def publish(candidate: Path, models_dir: Path, version: str) -> Path:
 def point_active(models_dir: Path, version: str) -> None:
     """Make ``active`` point at ``version`` (or ``DEFAULT``), atomically (a new symlink renamed
     over the old one)."""
+    _point(models_dir, ACTIVE, version)
+
+
+def point_canary(models_dir: Path, version: str | None) -> None:
+    """Make ``canary`` point at ``version``, atomically; None: no canary (the pointer removed)."""
+    if version is not None:
+        _point(models_dir, CANARY, version)
+        return
+    try:
+        os.unlink(Path(models_dir) / CANARY)
+    except FileNotFoundError:
+        return
+    _fsync(models_dir)
+
+
+def _point(models_dir: Path, pointer: str, version: str) -> None:
     models_dir = Path(models_dir)
     if version != DEFAULT and not (models_dir / version).is_dir():
         raise FileNotFoundError(models_dir / version)
-    tmp = models_dir / f".{ACTIVE}.{os.getpid()}"
+    tmp = models_dir / f".{pointer}.{os.getpid()}"
     tmp.unlink(missing_ok=True)
     os.symlink(version, tmp)
-    os.replace(tmp, models_dir / ACTIVE)
+    os.replace(tmp, models_dir / pointer)
     _fsync(models_dir)
 
 

@@ -70,8 +70,9 @@ def promote(store, models_dir: Path, version: str, *, force: bool = False) -> Sw
                   f"{verdict.label}: {verdict.reason}", _point(models_dir, version))
 
 
-def rollback(store, models_dir: Path) -> Switch:
-    """Make the model active before the current one active again (None: the default model)."""
+def rollback(store, models_dir: Path, *, action: str = "rollback", note: str = "") -> Switch:
+    """Make the model active before the current one active again (None: the default model);
+    ``action`` "regression": the canary's watch did it (retrain/canary.py)."""
     active = store.active_model()
     if active is None:
         raise InputError("nothing to roll back to: no model is promoted, the daemon's default model serves")
@@ -82,7 +83,7 @@ def rollback(store, models_dir: Path) -> Switch:
     while stack[-1] is not None and stack[-1] not in registered:  # removed from the registry by hand
         stack.pop()
     target = stack[-1]
-    store.activate(target, "rollback", note=f"back from {current}")
+    store.activate(target, action, note=note or f"back from {current}")
     return Switch(target, current, target and registered[target].directory,
                   warning=_point(models_dir, target or modelsdir.DEFAULT))
 
@@ -92,7 +93,7 @@ def active_stack(history: Sequence[ModelActivation], active: str | None) -> list
     (the default model). The registry's ``active`` is the truth where the history disagrees."""
     stack: list[str | None] = [None]
     for change in history:
-        if change.action == "rollback" and len(stack) > 1:
+        if change.action in ("rollback", "regression") and len(stack) > 1:
             stack.pop()
         if stack[-1] != change.version:
             stack.append(change.version)

@@ -11,7 +11,8 @@
 5. score candidate and incumbent (the active model, else slurm-default) under the judge fitted
    on the held-out samples and under the prior, which read no report (``evaluate``, ``gate``);
 6. register the candidate with its data range and metrics; if the gate says so, promote it:
-   the registry first (one transaction), then the ``active`` pointer (one rename).
+   the registry first (one transaction), then the ``active`` pointer (one rename) -- or, with
+   ``canary``, make it the canary (the ``canary`` pointer) for measured outcomes to decide.
 
 Nothing here changes the active model before step 6, so a crash or kill -9 at any earlier
 moment leaves it serving; a crash inside step 6 leaves the registry ahead of the pointer,
@@ -67,6 +68,7 @@ class RetrainSettings:
     max_mape: float = 0.5           # a candidate missing held-out speeds by more is never promoted
     recent_jobs: int = 300          # advised jobs in the replayed mix
     prior_tolerance: float = 0.1    # the candidate may be at most this share worse under the prior
+    canary: bool = False            # an accepted candidate becomes the canary, not the active model
     owners: OwnerRules = field(default_factory=OwnerRules)
     hyper: Hyper = field(default_factory=Hyper)
 
@@ -80,6 +82,7 @@ class RetrainResult:
     metrics: dict = field(default_factory=dict)
     data: dict = field(default_factory=dict)
     seconds: float = 0.0
+    canary: bool = False  # promoted as the canary: `slurm-advisor canary` decides it
 
     @property
     def promoted(self) -> bool:
@@ -87,8 +90,8 @@ class RetrainResult:
 
     def summary(self) -> dict:
         """The one object ``--json`` prints."""
-        active = self.candidate if self.promoted else self.active_before
-        return {"promoted": self.promoted, "exit_code": int(self.status), "reason": self.reason,
+        active = self.candidate if self.promoted and not self.canary else self.active_before
+        return {"promoted": self.promoted, "canary": self.canary, "exit_code": int(self.status), "reason": self.reason,
                 "candidate": self.candidate, "active_before": self.active_before, "active": active,
                 **self.metrics, "data": self.data, "seconds": round(self.seconds, 1)}
 
@@ -142,11 +145,18 @@ def _retrain(store, models_dir: Path, nodes, settings: RetrainSettings, split: S
         train_part["last_time"], train_part["samples"], train_part["live"],
         {**metrics, "holdout": data["holdout"], "owners": data["owners"], "promoted": verdict.promote,
          "reason": verdict.reason}))
-    if verdict.promote:
+    reason = verdict.reason
+    if verdict.promote and settings.canary:
+        # measured outcomes decide from here (retrain/canary.py); the active model serves the rest
+        store.set_model_status(candidate, "canary")
+        modelsdir.point_canary(models_dir, candidate)
+        reason = f"{reason}; serving a share of the jobs as a canary until measured outcomes decide"
+    elif verdict.promote:
         store.activate(candidate, "retrain", note=verdict.reason)  # one transaction: the old active retires
         modelsdir.point_active(models_dir, candidate)
     status = RetrainExit.PROMOTED if verdict.promote else RetrainExit.KEPT
-    return RetrainResult(status, verdict.reason, candidate, active and active.version, metrics, data)
+    return RetrainResult(status, reason, candidate, active and active.version, metrics, data,
+                         canary=verdict.promote and settings.canary)
 
 
 def _owners(store, rules: OwnerRules, log) -> Owners:

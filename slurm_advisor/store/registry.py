@@ -75,7 +75,8 @@ class OutcomesAndModels:
         return self.model(record.version)
 
     def set_model_status(self, version: str, status: str) -> ModelRecord:
-        """Make ``version`` candidate, active or retired; promoting retires the active one (one transaction)."""
+        """Make ``version`` candidate, active, retired or the canary; promoting retires the active one,
+        a new canary the old one (one transaction)."""
         if status not in MODEL_STATUSES:
             raise InputError(f"model status {status!r}: expected one of {', '.join(MODEL_STATUSES)}")
         now = time.time()
@@ -85,6 +86,11 @@ class OutcomesAndModels:
                 raise InputError(f"no model {version!r} in the registry; registered: {known}")
             if status == "active":
                 _activate(session, version, now, "promote")
+            elif status == "canary":  # one canary at a time: a newer one replaces it; promoted_at: its start
+                session.execute(update(ModelRow).where(ModelRow.status == "canary", ModelRow.version != version)
+                                .values(status="retired", retired_at=now))
+                session.execute(update(ModelRow).where(ModelRow.version == version).values(
+                    status=status, promoted_at=now, retired_at=None))
             else:
                 session.execute(update(ModelRow).where(ModelRow.version == version).values(
                     status=status, retired_at=now if status == "retired" else None))

@@ -87,3 +87,24 @@ def test_a_rollback_to_the_default_model_is_served_without_a_restart(daemon) -> 
     modelsdir.point_active(models, first)  # promoted again
     d.refresher.refresh_once()
     assert d.status()["model"] == first and d.status()["model_reloads"] == 2
+
+
+def test_a_canary_is_followed_beside_the_active_model_and_its_end_is_counted(daemon) -> None:
+    d, models, first = daemon
+    canary = publish_copy(models, "canary")
+    modelsdir.point_canary(models, canary)  # what a retrain that accepts a candidate does
+    assert _wait(lambda: d.status()["canary"] == canary)
+    assert d.status()["canary_share"] == 0.2 and d.status()["model"] == first
+    assert d.advise(FIELDS)["ok"] and d.service.canary.version == canary
+    # the canary promoted: the active pointer moves to it and the canary pointer goes
+    modelsdir.point_active(models, canary)
+    modelsdir.point_canary(models, None)
+    assert _wait(lambda: d.status()["canary"] is None and d.status()["model"] == canary)
+    assert d.status()["canary_promotions"] == 1 and d.status()["canary_rollbacks"] == 0
+    # another canary, rolled back: the pointer goes, the active model stays
+    again = publish_copy(models, "again")
+    modelsdir.point_canary(models, again)
+    assert _wait(lambda: d.status()["canary"] == again)
+    modelsdir.point_canary(models, None)
+    assert _wait(lambda: d.status()["canary"] is None)
+    assert d.status()["canary_rollbacks"] == 1 and d.status()["model"] == canary

@@ -24,7 +24,7 @@ if "retrain" not in main.cli.commands:
 
 def retrain(db: str, cluster: Path, models: Path, *args: str):
     result = CliRunner().invoke(main.cli, ["retrain", "--db", db, "--cluster", str(cluster), "--models-dir",
-                                           str(models), "--json", *TINY, *args])
+                                           str(models), "--json", "--no-canary", *TINY, *args])
     assert not result.exception or isinstance(result.exception, SystemExit), result.output
     return result
 
@@ -136,3 +136,18 @@ def test_bad_input_exits_2(site, tmp_path) -> None:
     bad = retrain(db, cluster, tmp_path / "m", "--hyper", "nope=1")
     assert bad.exit_code == 2 and "speed_epochs" in bad.stderr
     assert retrain(db, cluster, tmp_path / "m", "--partition", "gpu").exit_code == 2
+
+
+def test_by_default_an_accepted_candidate_becomes_the_canary_not_the_active_model(tmp_path) -> None:
+    db, cluster = make_site(tmp_path / "site")  # a store with no active model yet
+    models = tmp_path / "models"
+    result = CliRunner().invoke(main.cli, ["retrain", "--db", db, "--cluster", str(cluster), "--models-dir",
+                                           str(models), "--json", "--margin", "0", *TINY])
+    assert result.exit_code == RetrainExit.PROMOTED, result.output
+    summary = json.loads(result.stdout)
+    candidate = summary["candidate"]
+    assert summary["canary"] is True and summary["active"] is None
+    assert "as a canary until measured outcomes decide" in summary["reason"]
+    assert modelsdir.canary_version(models) == candidate and modelsdir.active_version(models) is None
+    with Store.open(db, create=False) as store:
+        assert store.model(candidate).status == "canary" and store.active_model() is None
