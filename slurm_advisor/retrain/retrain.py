@@ -37,6 +37,7 @@ from slurm_advisor.errors import InputError
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.retrain import modelsdir
 from slurm_advisor.retrain.data import (
+    MIN_TRAIN_SAMPLES,
     JobMix,
     SampleSplit,
     recent_jobs,
@@ -109,6 +110,10 @@ def run_retrain(db: str, models_dir: Path, nodes: Sequence[Node], settings: Retr
         samples, skipped = training_samples(store, log)
         owners = _owners(store, settings.owners, log)
         samples = weighed(samples, owners, settings.owners)
+        if owners.discounted and len(samples) < MIN_TRAIN_SAMPLES:
+            raise InputError(f"the reports of {len(owners.discounted)} of {owners.describe()['owners']} owners "
+                             f"contradict Slurm's clock and were left out; {len(samples)} samples remain: "
+                             "nothing trustworthy to train on (the lines above name them and why)")
         split = split_by_time_and_owner(samples, settings.holdout_fraction, settings.holdout_max,
                                         owners.owner, owners.judges)
         mix = JobMix(list(trace), {"trace": len(trace)}) if trace else recent_jobs(store, settings.recent_jobs)
