@@ -30,6 +30,7 @@ from slurm_advisor.daemon.config import DaemonConfig
 from slurm_advisor.daemon.daemon import Daemon
 from slurm_advisor.daemon.server import AdvisorServer
 from slurm_advisor.daemon.service import AdviceService
+from slurm_advisor.daemon.state import load_policy
 from slurm_advisor.domain import Job, Node
 from slurm_advisor.errors import InputError
 from slurm_advisor.learned.hyper import Hyper
@@ -38,6 +39,7 @@ from slurm_advisor.loop.site import LoopQueue, LoopSource
 from slurm_advisor.loop.timeline import Phase, Timeline, replay
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.retrain import modelsdir
+from slurm_advisor.retrain.modelsdir import model_version
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.runner import build_advisor
 from slurm_advisor.slurm.expressible import express
@@ -61,13 +63,15 @@ class LoopSettings:
     recent_jobs: int = 300
     hyper: Hyper = field(default_factory=Hyper)
     retrain: bool = True            # False: serve and record only (slurm-default through the daemon throughout)
+    model: Path | None = None       # serve this model directory from the start (as a site's config `model`)
 
 
 class LoopDaemon:
     """The daemon assembled as ``build_daemon`` does, on the loop's source and queue, serving a
     temporary socket from a thread. It starts on slurm-default and follows promotions."""
 
-    def __init__(self, nodes: Sequence[Node], db: str, models_dir: Path, mode: str, socket_dir: Path):
+    def __init__(self, nodes: Sequence[Node], db: str, models_dir: Path, mode: str, socket_dir: Path,
+                 model: Path | None = None):
         self.source, self.queue = LoopSource(nodes), LoopQueue(origin=time.time())
         self.uid = os.getuid()
         config = DaemonConfig(socket=socket_dir / "advisor.sock", mode=mode, source="simulated", db=db,
@@ -76,7 +80,9 @@ class LoopDaemon:
                               slurm_user=pwd.getpwuid(self.uid).pw_name).validated()
         # The loop's Slurm is the simulator's slurm-default: select/cons_tres without
         # topology/tree, so the daemon must compare with, and cap for, that Slurm.
-        service = AdviceService(Advisor(SlurmDefaultPolicy()), express, model_version=None, has_switches=False)
+        advisor, version = (Advisor(SlurmDefaultPolicy()), None) if model is None else \
+            (Advisor(load_policy("learned", model), fallback=SlurmDefaultPolicy()), model_version(model))
+        service = AdviceService(advisor, express, model_version=version, has_switches=False)
         self.daemon = Daemon(config, self.source, self.queue, service, Store.open(db))
         self.server = AdvisorServer(config.socket, self.daemon.dispatcher(), config.client_timeout_s)
         self.daemon.start()
@@ -108,7 +114,9 @@ class LoopDaemon:
         while (d.writer.written + d.writer.dropped < decisions or d.reports.written + d.reports.dropped < reports):
             if time.monotonic() > deadline:
                 raise InputError("the daemon's writers did not store the cycle's records within "
-                                 f"{_FLUSH_TIMEOUT_S:g} s")
+                                 f"{_FLUSH_TIMEOUT_S:g} s (decisions {d.writer.written} + {d.writer.dropped} "
+                                 f"dropped of {decisions}, reports {d.reports.written} + {d.reports.dropped} "
+                                 f"dropped of {reports})")
             time.sleep(0.05)
 
     def close(self) -> None:
@@ -153,7 +161,8 @@ class Loop:
 
     def run(self, traces: Sequence[Sequence[Job]]) -> list[dict]:
         with tempfile.TemporaryDirectory(prefix="slurm-advisor-loop-") as sock_dir:
-            site = LoopDaemon(self.nodes, self.db, self.models_dir, self.settings.mode, Path(sock_dir))
+            site = LoopDaemon(self.nodes, self.db, self.models_dir, self.settings.mode, Path(sock_dir),
+                              self.settings.model)
             try:
                 cycles: list[dict] = []
                 for number, trace in enumerate(traces, start=1):
@@ -186,7 +195,7 @@ class Loop:
         samples = self._cycle_samples(started)
         record = {"cycle": number, "jobs": len(result.records), "policy": policy, "model": model,
                   "avg_jct": _avg(result), "slurm_default_avg_jct": _avg(baseline),
-                  "mape": _mape(model and self.models_dir / model, samples),
+                  "mape": _mape(self._model_dir(model), samples),
                   "decisions": counters.decisions - before, "slurm_chose": chosen, "reports": sent,
                   "reports_taken": taken, "samples": len(samples), "outcomes": outcomes, "advised": len(advised),
                   "samples_since": started}  # the store's clock: this cycle's samples are those from here on
@@ -198,6 +207,13 @@ class Loop:
                       {"promoted": False, "candidate": None, "retrain": None})
         record["seconds"] = round(time.time() - started, 1)
         return record
+
+    def _model_dir(self, version: str | None) -> Path | None:
+        """Where the served model ``version`` lives: the given model, or a version in models_dir."""
+        model = self.settings.model
+        if version and model is not None and version == model_version(model):
+            return model
+        return version and self.models_dir / version
 
     def _submitted_jobs(self, trace: Sequence[Job]) -> list[Job]:
         out = []
