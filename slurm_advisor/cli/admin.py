@@ -1,5 +1,5 @@
 """The admin commands: `status`, `decisions`, `observations`, `export`, `explain`, `shadow`,
-`models`, `mode`. Read commands take ``--db``/``--config`` as `serve` does and ``--json`` (one JSON
+`mode` (and `models`: cli/models.py). Read commands take ``--db``/``--config`` as `serve` does and ``--json`` (one JSON
 document on stdout); tables for people otherwise. What they compute: admin_views, admin_explain.
 """
 from __future__ import annotations
@@ -320,64 +320,7 @@ def _shadow_text(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# -- models, mode ----------------------------------------------------------------------------------
-@click.group()
-def models() -> None:
-    """The model registry: list, promote a version, roll back to the previous active one."""
-
-
-@models.command("list")
-@_common
-def list_models(db, config_file, as_json) -> None:
-    """Every registered model, newest first."""
-    with _store(_config(config_file, db=db)) as store:
-        found = store.list_models()
-    _emit(as_json, [asdict(m) for m in found], lambda: views.table(
-        ("version", "status", "created", "promoted", "retired", "samples", "live", "metrics"),
-        [(m.version, m.status, views.epoch(m.created_at), views.epoch(m.promoted_at), views.epoch(m.retired_at),
-          m.samples, m.live_samples, json.dumps(m.metrics, sort_keys=True)[:60]) for m in found]))
-
-
-@models.command()
-@click.argument("version")
-@_common
-def promote(version, db, config_file, as_json) -> None:
-    """Make VERSION the active model (the active one is retired in the same transaction)."""
-    config = _config(config_file, db=db)
-    with _store(config) as store:
-        _switch(store, version, as_json, config.models_dir)
-
-
-@models.command()
-@_common
-def rollback(db, config_file, as_json) -> None:
-    """Make the previous active model active again (the last retired one that had been promoted)."""
-    config = _config(config_file, db=db)
-    with _store(config) as store:
-        active = store.active_model()
-        earlier = [m for m in store.list_models() if m.status == "retired" and m.promoted_at is not None
-                   and (active is None or m.version != active.version)]
-        if not earlier:
-            raise InputError("no previous active model to roll back to")
-        _switch(store, max(earlier, key=lambda m: (m.retired_at or 0.0, m.promoted_at)).version, as_json,
-                config.models_dir)
-
-
-def _switch(store, version: str, as_json: bool, models_dir: Path) -> None:
-    """The registry first (the source of truth), then the ``active`` pointer the daemon follows."""
-    from slurm_advisor.retrain.modelsdir import point_active
-
-    before = store.active_model()
-    after = store.set_model_status(version, "active")
-    try:
-        point_active(models_dir, version)
-    except FileNotFoundError:
-        click.echo(f"warning: {models_dir / version} is missing: the daemon keeps its model until "
-                   "the next retrain repairs the pointer", err=True)
-    data = {"active": after.version, "was": before.version if before else None, "directory": after.directory}
-    _emit(as_json, data, lambda: f"active model: {after.version} (was {data['was'] or 'none'})")
-
-
+# -- mode ----------------------------------------------------------------------------------------
 @click.command()
 @click.argument("new_mode", metavar="observe|advise|enforce", type=click.Choice(MODES))
 @click.option("--socket", "socket_path", type=click.Path(path_type=Path), help="The daemon's Unix socket.")

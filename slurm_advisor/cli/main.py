@@ -34,12 +34,13 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from slurm_advisor.cli.admin import decisions, explain, export, mode, models, observations, shadow, status
+    from slurm_advisor.cli.admin import decisions, explain, export, mode, observations, shadow, status
     from slurm_advisor.cli.convert import convert
     from slurm_advisor.cli.db import db
     from slurm_advisor.cli.demo import demo
     from slurm_advisor.cli.layout import layout
     from slurm_advisor.cli.loop import loop
+    from slurm_advisor.cli.models import models
     from slurm_advisor.cli.report import report
     from slurm_advisor.cli.retrain import retrain
     from slurm_advisor.cli.serve import ctl, release, serve
