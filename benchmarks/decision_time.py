@@ -10,11 +10,16 @@ simulator and the daemon make one per decision); between decisions the advised j
 a random running job ends, so the load stays near its level.
 
     python benchmarks/decision_time.py [--sizes 16,1000,10000] [--decisions 300] [--search-model DIR]
-                                       [--gap-ms 2]
+                                       [--gap-ms 2] [--backends numpy,torch]
 
 ``--search-model`` adds a row for the search (``learned/search.py``) over that model directory,
 and one for ``learned-fast`` (what that model's gate picked without the search)
 (it needs a model trained with the site speed model; the shipped default has the older one).
+
+``--backends numpy,torch`` times every model-backed row twice, side by side: the model as served
+(``models.served``: numpy only, what the daemon runs) and as the torch checkpoint of the same
+directory (``learned.checkpoint``: the site ensemble's forward pass in torch; the policy network's
+is numpy in both), and ends with a table of the two p99s. The default, numpy, needs no torch.
 
 Columns: p50/p99/max over all decisions (each at its fastest of ``--repeats`` tries), the p99
 over the Philly-like and the large-mix decisions apart, the p99 of the first tries, and a least-
@@ -39,10 +44,10 @@ import numpy as np
 
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, RunningJob
-from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.agent import LearnedPolicy
 from slurm_advisor.learned.patience import PatientPolicy
-from slurm_advisor.policies import PolicyContext, make_policy
+from slurm_advisor.learned.policy_adapter import policy_of, search_of
+from slurm_advisor.models import served
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 
@@ -101,26 +106,48 @@ def loaded_snapshot(nodes: tuple[Node, ...], load: float = 0.6, seed: int = 0) -
     return ClusterSnapshot(nodes, free, tuple(running), 0.0)
 
 
-def advisors(nodes, search_model: Path | None = None) -> dict[str, Advisor]:
-    ckpt = checkpoint.load(None)
-    speed = ckpt.speed_model
+def load_model(model_dir: Path | None, backend: str):
+    """The model in ``model_dir`` (None: the shipped one) as served (numpy) or as the torch checkpoint."""
+    if backend == "torch":
+        from slurm_advisor.learned import checkpoint  # torch: only when asked for
+
+        return checkpoint.load(model_dir)
+    return served.load(model_dir)
+
+
+def advisors(nodes, search_model: Path | None = None, backend: str = "numpy") -> dict[str, Advisor]:
+    """The rows that load a model, from ``backend``'s loading of it."""
+    model = load_model(None, backend)
+    speed = model.speed_model
     slurm = SlurmDefaultPolicy()
 
     def network():
-        return LearnedPolicy(ckpt.policy, ckpt.schema, mode="greedy")
+        return LearnedPolicy(model.policy, model.schema, mode="greedy")
 
-    return {
-        "slurm-default": Advisor(SlurmDefaultPolicy()),
-        "learned (default model)": Advisor(make_policy("learned"), fallback=slurm),
+    rows = {
+        "learned (default model)": Advisor(policy_of(model, None), fallback=slurm),
         "network": Advisor(network(), fallback=slurm),
         "network, patience 0.85": Advisor(PatientPolicy(network(), speed, 0.85), fallback=slurm),
         "slurm-default, patience 0.85": Advisor(PatientPolicy(SlurmDefaultPolicy(), speed, 0.85),
                                                 fallback=slurm),
-        **({"search": Advisor(make_policy("search", PolicyContext(model_dir=search_model)), fallback=slurm),
-            "learned-fast": Advisor(make_policy("learned-fast", PolicyContext(model_dir=search_model)),
-                                    fallback=slurm)}
-           if search_model else {}),
     }
+    if search_model:
+        site = load_model(search_model, backend)
+        rows["search"] = Advisor(search_of(site, search_model), fallback=slurm)
+        rows["learned-fast"] = Advisor(policy_of(site, search_model, fast=True), fallback=slurm)
+        rows["slurm-default, site patience 0.85"] = Advisor(
+            PatientPolicy(SlurmDefaultPolicy(), site.speed_model, 0.85), fallback=slurm)
+    return rows
+
+
+def all_advisors(nodes, search_model: Path | None, backends: list[str]) -> dict[str, Advisor]:
+    """slurm-default, then each model-backed row once per backend, the backends side by side."""
+    per_backend = {b: advisors(nodes, search_model, b) for b in backends}
+    out = {"slurm-default": Advisor(SlurmDefaultPolicy())}
+    for name in per_backend[backends[0]]:
+        for b in backends:
+            out[name if len(backends) == 1 else f"{name} [{b}]"] = per_backend[b][name]
+    return out
 
 
 def measure(advisor: Advisor, base: ClusterSnapshot, decisions: int, seed: int, repeats: int,
@@ -176,10 +203,13 @@ def main(argv=None) -> int:
     ap.add_argument("--search-model", type=Path, help="a model directory to time the search over")
     ap.add_argument("--gap-ms", type=float, default=0.0,
                     help="idle before every try, as a daemon between requests (caches go cold)")
+    ap.add_argument("--backends", default="numpy",
+                    help="comma-separated: numpy (the model as served), torch (its torch checkpoint)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "decision_time.json")
     args = ap.parse_args(argv)
+    backends = args.backends.split(",")
     rows = {}
-    print(f"{'nodes':>6} {'running':>8}  {'policy':<30}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}"
+    print(f"{'nodes':>6} {'running':>8}  {'policy':<40}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}"
           f"{'philly':>9}{'large':>9}{'1st p99':>9}{'held':>6}{'target':>8}{'/job ms':>9}{'/task us':>9}")
     for n in (int(s) for s in args.sizes.split(",")):
         nodes = make_cluster(n)
@@ -187,23 +217,40 @@ def main(argv=None) -> int:
         base = loaded_snapshot(nodes)
         gpu_load = 1 - base.free_array()[:, 1].sum() / base.layout.capacity[:, 1].sum()
         build_s = time.perf_counter() - t0
-        for name, advisor in advisors(nodes, args.search_model).items():
-            if args.only and name not in args.only.split(","):
+        for name, advisor in all_advisors(nodes, args.search_model, backends).items():
+            if args.only and name.split(" [")[0] not in args.only.split(","):
                 continue
             advisor.advise(base, job_stream(1, 99)[0], np.random.default_rng(0))  # warm caches
             row = measure(advisor, base, args.decisions, seed=n, repeats=args.repeats, gap_s=args.gap_ms / 1e3)
             row.update(nodes=n, running=len(base.running), gpu_load=float(gpu_load), build_s=build_s,
-                       gap_ms=args.gap_ms)
+                       gap_ms=args.gap_ms, backend=name.partition(" [")[2].rstrip("]") or backends[0])
             rows[f"{n}/{name}"] = row
             target = TARGET_P99_MS.get(n)
-            print(f"{n:>6} {len(base.running):>8}  {name:<30}{row['p50_ms']:>9.2f}{row['p99_ms']:>9.2f}"
+            print(f"{n:>6} {len(base.running):>8}  {name:<40}{row['p50_ms']:>9.2f}{row['p99_ms']:>9.2f}"
                   f"{row['max_ms']:>9.1f}{row['p99_ms_philly_jobs']:>9.2f}{row['p99_ms_large_jobs']:>9.2f}"
                   f"{row['first_p99_ms']:>9.2f}{row['held']:>6}"
                   f"{'' if target is None else f'<={target:g}':>8}{row['per_job_ms']:>9.2f}{row['per_task_us']:>9.0f}",
                   flush=True)
+    if len(backends) > 1:
+        side_by_side(rows, backends)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=2))
     return 0
+
+
+def side_by_side(rows: dict[str, dict], backends: list[str]) -> None:
+    """p99 per row under each backend, and the ratio of the first to the second."""
+    first, second = backends[:2]
+    print(f"\n{'nodes':>6}  {'policy':<36}{first + ' p99':>12}{second + ' p99':>12}{'ratio':>8}")
+    for key, row in rows.items():
+        n, _, name = key.partition("/")
+        if not name.endswith(f" [{first}]"):
+            continue
+        base = name[:-len(f" [{first}]")]
+        other = rows.get(f"{n}/{base} [{second}]")
+        if other:
+            print(f"{n:>6}  {base:<36}{row['p99_ms']:>12.3f}{other['p99_ms']:>12.3f}"
+                  f"{row['p99_ms'] / other['p99_ms']:>8.2f}")
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ def policy_of(ckpt, model_dir: Path | None, fast: bool = False) -> Policy:
         cheaper = ckpt.meta.get("fast_deploy") or {"deploy": ckpt.meta.get("teacher", "slurm-default")}
         deploy, patience = cheaper["deploy"], float(cheaper.get("patience", 0.0))
     if deploy == "search":  # it holds by its own weighing: no patience on top
-        return GatedPolicy(_search(ckpt, model_dir))
+        return GatedPolicy(search_of(ckpt, model_dir))
     inner = _network(ckpt) if deploy == "network" else make_policy(deploy)
     if patience > 0:  # hold jobs by the fitted speed model's predictions, as training judged it
         inner = PatientPolicy(inner, ckpt.speed_model, patience)
@@ -70,10 +70,11 @@ def policy_of(ckpt, model_dir: Path | None, fast: bool = False) -> Policy:
 def load_search_policy(model_dir: Path | None) -> Policy:
     """`search` over a trained model: Slurm's own choice as the base, the trained network and
     every placement baseline as proposers, scored by the model's fitted speed ensemble."""
-    return _search(served.load(model_dir), model_dir)
+    return search_of(served.load(model_dir), model_dir)
 
 
-def _search(ckpt, model_dir: Path | None) -> Policy:
+def search_of(ckpt, model_dir: Path | None) -> Policy:
+    """``load_search_policy`` of a loaded model (served or a torch checkpoint)."""
     from slurm_advisor.errors import InputError
     from slurm_advisor.learned.search import search_over
     from slurm_advisor.policies.lif import profile_for_model
