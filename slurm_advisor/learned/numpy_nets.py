@@ -35,20 +35,19 @@ A_C, A_M, RHO, X_SW, X_UP, W_CPU, W_GPU, W_OWN, KAPPA, GAMMA, PS_RATIO, BUSY, RA
 
 
 def arrays_of(net_or_state: Weights) -> dict[str, np.ndarray]:
-    """float32 arrays of a state_dict, or of a module's (anything with ``state_dict()``)."""
+    """float32 copies of a state_dict's arrays, or of a module's (anything with ``state_dict()``):
+    copies, so that a network trained on in place does not change a scorer made before."""
     state = net_or_state.state_dict() if hasattr(net_or_state, "state_dict") else net_or_state
-    return {k: np.asarray(v, dtype=np.float32) if _floating(v) else np.asarray(v) for k, v in state.items()}
-
-
-def _floating(v) -> bool:
-    return bool(getattr(v, "is_floating_point", lambda: np.issubdtype(np.asarray(v).dtype, np.floating))())
+    arrays = {k: v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v) for k, v in state.items()}
+    return {k: np.array(a, dtype=np.float32) if np.issubdtype(a.dtype, np.floating) else a.copy()
+            for k, a in arrays.items()}
 
 
 def mlp_layers(state: Mapping[str, np.ndarray], prefix: str) -> Layers:
     """The Linear layers of the ``nn.Sequential`` saved under ``prefix`` (``prefix.<i>.weight``), in order."""
     at = sorted(int(k[len(prefix) + 1:].split(".")[0]) for k in state
                 if k.startswith(prefix + ".") and k.endswith(".weight"))
-    return [(np.ascontiguousarray(state[f"{prefix}.{i}.weight"].T), state[f"{prefix}.{i}.bias"].copy()) for i in at]
+    return [(np.array(state[f"{prefix}.{i}.weight"].T, order="C"), np.array(state[f"{prefix}.{i}.bias"])) for i in at]
 
 
 def mlp_forward(x, layers: Layers, relu_last: bool):

@@ -1,6 +1,7 @@
 """Serving installs without torch: the daemon (learned and search), the admin commands, `layout`,
 `report` and the golden schedules run in processes where ``import torch`` fails, and the serving
-modules never import torch even where it is installed (the import graph)."""
+modules never import torch even where it is installed (the import graph). `layout` and `report`
+also run on a job's light install (click alone: no numpy, no store, no model)."""
 from __future__ import annotations
 
 import json
@@ -122,14 +123,27 @@ def test_the_daemon_serves_without_torch(tmp_path, site_model_dir, policy) -> No
     assert proc.returncode == 0 and "stopped" in err, err
 
 
-def test_layout_and_report_run_without_torch(tmp_path) -> None:
-    layout = _python(CLI, "layout", SLURM_ADVISOR_LAYOUT="ps=n1;worker=n1,n3,n3", SLURM_JOB_NODELIST="n[1,3]",
+# a job's light install (README): the package and click, none of the serving dependencies
+LIGHT = NO_TORCH + """for name in ("numpy", "sqlalchemy", "alembic", "matplotlib", "tqdm", "prometheus_client"):
+    sys.modules[name] = None
+sys.argv[0] = 'slurm-advisor'
+from slurm_advisor.cli.main import main
+main()
+"""
+
+
+def test_layout_and_report_run_on_a_light_install(tmp_path) -> None:
+    layout = _python(LIGHT, "layout", SLURM_ADVISOR_LAYOUT="ps=n1;worker=n1,n3,n3", SLURM_JOB_NODELIST="n[1,3]",
                      SLURM_TASKS_PER_NODE="3,1")
     assert layout.returncode == 0, layout.stderr
     assert "export SLURM_ADVISOR_WORKER_HOSTS=n1,n3,n3" in layout.stdout
-    report = _python(CLI, "report", "--iterations", "100", "--seconds", "2", "--verbose",
+    report = _python(LIGHT, "report", "--iterations", "100", "--seconds", "2", "--verbose",
                      SLURM_JOB_ID="42", SLURM_ADVISOR_SOCKET=str(tmp_path / "none.sock"))
     assert (report.returncode, report.stdout) == (0, "") and "not reported" in report.stderr
+    helped = _python(LIGHT, "--help")
+    assert helped.returncode == 0 and "layout" in helped.stdout and "Not in this install" in helped.stdout
+    serve = _python(LIGHT, "serve", "--source", "simulated")
+    assert serve.returncode == 2 and "`slurm-advisor serve` needs numpy, which this install lacks" in serve.stderr
 
 
 def test_the_golden_schedules_of_the_learned_policy_without_torch() -> None:
@@ -158,3 +172,10 @@ def test_a_model_without_weights_npz_names_the_export_command(tmp_path) -> None:
     assert f"export it once where torch is installed: `slurm-advisor models export {model}`" in done.stderr
     export = _python(CLI, "models", "export", str(model))
     assert export.returncode == 2 and "pip install 'slurm-advisor[train]'" in export.stderr
+
+
+def test_a_training_command_without_torch_says_how_to_install_it(tmp_path) -> None:
+    done = _python(CLI, "demo", "--out", str(tmp_path / "demo"), "--episodes", "1")
+    assert done.returncode == 2 and not (tmp_path / "demo").exists()
+    assert "`slurm-advisor demo` needs torch, which this install lacks" in done.stderr
+    assert "--index-url https://download.pytorch.org/whl/cpu" in done.stderr
