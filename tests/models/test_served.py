@@ -127,3 +127,33 @@ def test_export_writes_the_weights_of_the_pt_files(tmp_path) -> None:
         assert got.files == shipped.files
         assert all(np.array_equal(got[k], shipped[k]) and got[k].dtype == shipped[k].dtype for k in got.files)
         assert got["policy/encode.0.weight"].dtype == np.float16  # as policy.pt holds it
+
+
+def test_an_older_site_model_exported_serves_as_torch_loads_it(site_model_dir, tmp_path) -> None:
+    """A site model saved before the rack inputs (12 globals, 24 residual inputs, no
+    ``speed_resid``) and before weights.npz: exported, numpy serves it as torch's upgrade loads it."""
+    import json
+
+    import torch
+
+    from slurm_advisor.domain import ClusterSnapshot, Node, Placement
+    from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+
+    model = Path(shutil.copytree(site_model_dir, tmp_path / "old"))
+    meta = json.loads((model / "meta.json").read_text())
+    del meta["speed_resid"]
+    (model / "meta.json").write_text(json.dumps(meta))
+    state = torch.load(model / "speed.pt", weights_only=True)
+    state["w1"] = torch.cat([state["w1"][:, :24], state["w1"][:, 28:]], 1)  # the 4 rack inputs gone
+    state["global_params"] = state["global_params"][..., :12]
+    torch.save(state, model / "speed.pt")
+    (model / weights.WEIGHTS_FILE).unlink()
+    checkpoint.export(model)
+    numpy_speed, torch_speed = served.load(model).speed_model, checkpoint.load(model).speed_model
+    nodes = tuple(Node(f"n{i}", 32, 8, 256_000, f"s{i // 2}") for i in range(4))
+    jobs = synthetic_jobs(6, seed=3, mix="large")
+    snapshot = ClusterSnapshot.empty(nodes).with_job(jobs[0], Placement.of(jobs[0], ["n0"] * jobs[0].num_tasks))
+    for job in jobs[1:]:
+        placement = Placement.of(job, [f"n{1 + k % 3}" for k in range(job.num_tasks)])
+        np.testing.assert_allclose(numpy_speed.predict_all(snapshot, job, placement),
+                                   torch_speed.predict_all(snapshot, job, placement), rtol=1e-5)
