@@ -55,7 +55,8 @@ def read(directory: Path, meta: ModelMeta) -> tuple[dict[str, np.ndarray], dict[
             raw = {k: npz[k] for k in npz.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
         raise InputError(f"{path}: cannot load weights: {e}") from None
-    if raw.pop("format", None) != FORMAT:
+    fmt = raw.pop("format", None)
+    if fmt is None or fmt.shape != () or fmt != FORMAT:
         raise InputError(f"{path}: not a weights file of format {FORMAT}; export it again with "
                          f"`slurm-advisor models export {directory}`")
     policy = _part(path, raw, "policy", policy_shapes(meta))
