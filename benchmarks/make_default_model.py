@@ -5,6 +5,11 @@ the contention ground truth. A site should train its own with `slurm-advisor tra
 logged speeds; this one only makes `--policy learned` work out of the box.
 
     python benchmarks/make_default_model.py
+
+The directory holds the numpy weights the daemon serves (weights.npz) beside the .pt files; for
+the model as it is, without training again, they are written by
+
+    slurm-advisor models export slurm_advisor/data/model
 """
 from __future__ import annotations
 

@@ -49,8 +49,9 @@ from slurm_advisor.learned import site_features
 from slurm_advisor.learned.experiment import record
 from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.learned.mlp_speed import LearnedSpeedModel
 from slurm_advisor.learned.site_speed import fit_site_model
-from slurm_advisor.learned.speed_model import LearnedSpeedModel, fit_speed_model
+from slurm_advisor.learned.speed_model import fit_speed_model
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.speedmodels import load_speed_model

@@ -4,7 +4,8 @@
 #   bash tests/run.sh [pytest args...]
 #
 # On a fresh Debian 12 machine, as root: creates .venv, installs the CPU build of torch first
-# (an unpinned torch would pull GBs of CUDA), then the package with its dev extra; installs and
+# (an unpinned torch would pull GBs of CUDA), then the package with its dev extra (which takes in
+# the train extra's torch range: the pinned build satisfies it); installs and
 # starts a private PostgreSQL for the store's integration test, and the Slurm testbed
 # (.ci/slurm-testbed.sh: slurmctld + 4 slurmd on localhost) for tests/integration; both are
 # stopped by their PIDs on exit; installs promtool (Debian's prometheus package, no server

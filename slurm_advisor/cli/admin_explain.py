@@ -93,11 +93,10 @@ class Judge:
 
 
 def make_judge(nodes: tuple[Node, ...], model_dir: Path | None, where: str) -> Judge:
-    """The judge with the speed model of the checkpoint in ``model_dir`` (None: the packaged one)."""
-    from slurm_advisor.learned.checkpoint import load
+    """The judge with the speed model of the model in ``model_dir`` (None: the packaged one)."""
+    from slurm_advisor.models import served
 
-    checkpoint = load(model_dir)
-    return Judge(nodes, checkpoint.speed_model, where)
+    return Judge(nodes, served.load(model_dir).speed_model, where)
 
 
 def rebuild_job(decision: Decision) -> Job:

@@ -86,6 +86,20 @@ def history(db, config_file, as_json) -> None:
           r["note"]) for r in rows]))
 
 
+@models.command("export")
+@click.argument("directories", nargs=-1, required=True, type=click.Path(path_type=Path))
+def export_weights(directories) -> None:
+    """Write weights.npz into each model DIRECTORY (made before serving went torch-free): the
+    weights the daemon serves without torch. Needs torch (pip install 'slurm-advisor[train]')."""
+    try:
+        from slurm_advisor.learned import checkpoint
+    except ImportError as exc:
+        raise InputError(f"models export reads the .pt files with torch, which is not installed ({exc}); "
+                         "install it: pip install 'slurm-advisor[train]'") from None
+    for directory in directories:
+        click.echo(f"wrote {checkpoint.export(directory)}")
+
+
 def _report(switch, as_json: bool) -> None:
     if switch.warning:
         click.echo(f"warning: {switch.warning}", err=True)

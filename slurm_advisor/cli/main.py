@@ -1,6 +1,7 @@
 """The `slurm-advisor` command. Each subcommand is a short click function over library code."""
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from enum import IntEnum
@@ -16,8 +17,22 @@ class ExitStatus(IntEnum):
     BAD_INPUT = 2
 
 
+# Each command by the module that defines it, imported when the command runs (or --help lists it):
+# `layout` and `report` run in every job step, and need no more than click and the standard
+# library (no numpy, no store, no model), which a job's light install has (README).
+COMMANDS = {
+    **{name: "slurm_advisor.cli.admin" for name in ("status", "decisions", "observations", "export", "explain",
+                                                    "shadow")},
+    **{name: "slurm_advisor.cli.admin_models" for name in ("models", "mode")},
+    **{name: "slurm_advisor.cli.serve" for name in ("serve", "ctl", "release")},
+    **{name: f"slurm_advisor.cli.{name}" for name in ("canary", "convert", "db", "demo", "layout", "loop", "report",
+                                                      "retrain", "setup", "simulate", "train")},
+}
+
+
 class AdvisorGroup(click.Group):
-    """Turns an InputError anywhere below into one clear line and exit status 2."""
+    """Turns an InputError anywhere below into one clear line and exit status 2; finds each
+    command in its module on first use (``COMMANDS``)."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -25,6 +40,38 @@ class AdvisorGroup(click.Group):
         except InputError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(ExitStatus.BAD_INPUT)
+        except ModuleNotFoundError as e:  # a command of a lighter install than it needs (torch: training)
+            click.echo(f"error: {_lacks(ctx.invoked_subcommand, e)}", err=True)
+            sys.exit(ExitStatus.BAD_INPUT)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in COMMANDS:
+            try:
+                command = getattr(importlib.import_module(COMMANDS[name]), name)
+            except ImportError as exc:  # a light install (jobs'): the command says what it lacks
+                return _unavailable(name, exc)
+            self.add_command(command, name)
+        return self.commands.get(name)
+
+
+def _unavailable(name: str, exc: ImportError) -> click.Command:
+    """A command whose module needs what a light install lacks: listed, and says so when run."""
+    def fail() -> None:
+        raise InputError(_lacks(name, exc))
+
+    return click.Command(name, callback=fail, help=f"(Not in this install: needs {exc.name or exc}.)",
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+
+
+def _lacks(command: str | None, exc: ImportError) -> str:
+    missing = (exc.name or str(exc)).split(".")[0]
+    how = ("install torch's CPU build (pip install torch --index-url https://download.pytorch.org/whl/cpu), "
+           "then pip install 'slurm-advisor[train]'" if missing == "torch" else
+           "install slurm-advisor with its dependencies (pip install slurm-advisor)")
+    return f"`slurm-advisor {command}` needs {missing}, which this install lacks; {how}"
 
 
 @click.group(cls=AdvisorGroup)
@@ -34,24 +81,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from slurm_advisor.cli.admin import decisions, explain, export, observations, shadow, status
-    from slurm_advisor.cli.admin_models import mode, models
-    from slurm_advisor.cli.canary import canary
-    from slurm_advisor.cli.convert import convert
-    from slurm_advisor.cli.db import db
-    from slurm_advisor.cli.demo import demo
-    from slurm_advisor.cli.layout import layout
-    from slurm_advisor.cli.loop import loop
-    from slurm_advisor.cli.report import report
-    from slurm_advisor.cli.retrain import retrain
-    from slurm_advisor.cli.serve import ctl, release, serve
-    from slurm_advisor.cli.setup import setup
-    from slurm_advisor.cli.simulate import simulate
-    from slurm_advisor.cli.train import train
-
-    for command in (demo, simulate, train, convert, layout, serve, ctl, release, db, report, retrain,
-                    status, decisions, observations, export, explain, shadow, models, mode, loop, setup, canary):
-        cli.add_command(command)
+    """Every command imported now (tests that read ``cli.commands``)."""
+    for name in COMMANDS:
+        cli.get_command(click.Context(cli), name)
 
 
 def main() -> None:
@@ -61,5 +93,4 @@ def main() -> None:
     # Set before numpy and torch load; a site can still choose by setting the variables itself.
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")
-    _register()
     cli()

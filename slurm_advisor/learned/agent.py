@@ -43,7 +43,7 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Placement, TaskAssignment
 from slurm_advisor.learned import runs
 from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.node_features import IncrementalState, PlacementState
-from slurm_advisor.learned.policy_net import NumpyScorer, PolicyNet, mlp_forward
+from slurm_advisor.learned.numpy_nets import NumpyScorer, Weights, mlp_forward
 from slurm_advisor.policies.base import Policy
 
 FULL_SCORING_MAX_NODES = 256
@@ -65,7 +65,7 @@ class Decision:
 class LearnedPolicy:
     name = "learned"
 
-    def __init__(self, net: PolicyNet, schema: FeatureSchema, *, mode: str = "greedy",
+    def __init__(self, net: Weights, schema: FeatureSchema, *, mode: str = "greedy",
                  explorers: tuple[Policy, ...] = (), explore_prob: float = 0.0,
                  full_scoring_max_nodes: int = FULL_SCORING_MAX_NODES, fill_runs: bool | None = None):
         """``fill_runs``: on the large-cluster path, one network step per run of a role's tasks

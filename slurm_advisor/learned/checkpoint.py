@@ -1,38 +1,40 @@
-"""Checkpoints: state_dicts (loaded with weights_only=True, never pickle) + JSON metadata.
+"""Checkpoints for training: state_dicts (loaded with weights_only=True, never pickle) + JSON metadata.
 
-A directory holds ``policy.pt``, ``speed.pt``, ``meta.json`` and, when training fitted one,
-``lif_profile.json``: the `lif` baseline's interference profile from the same samples. The
-metadata carries the feature schema version and job-type vocabulary; a checkpoint made for
-another schema is refused with a message that says which versions differ.
+A directory holds ``policy.pt``, ``speed.pt``, ``meta.json`` (validated by ``models.meta``),
+``weights.npz`` (the same weights as numpy arrays: what serving reads without torch,
+``models.weights``) and, when training fitted one, ``lif_profile.json``: the `lif` baseline's
+interference profile from the same samples.
 
 The speed model is of one of two kinds. A model trained now is the site's structured ensemble
-(``site_speed``; meta.json: ``speed_kind: "site"``, its own job-type vocabulary learned from
-the samples under ``speed_vocab`` and ``speed_members``), saved in float32. A checkpoint
-without ``speed_kind`` (the shipped default model, any model trained before) holds the MLP of
-``speed_model`` on the policy's feature schema, and loads as it always did.
+(``site_speed``; meta.json: ``speed_kind: "site"``), saved in float32. A checkpoint without
+``speed_kind`` (the shipped default model, any model trained before) holds the MLP of
+``speed_model`` on the policy's feature schema, saved in float16, and loads as it always did.
 """
 from __future__ import annotations
 
 import functools
 import json
 import pickle
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from slurm_advisor.errors import InputError
-from slurm_advisor.learned import site_features
-from slurm_advisor.learned.features import SCHEMA_VERSION, FeatureSchema
+from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.learned.mlp_speed import LearnedSpeedModel
 from slurm_advisor.learned.policy_net import PolicyNet
 from slurm_advisor.learned.site_net import SiteSpeedNet
 from slurm_advisor.learned.site_speed import SiteSpeedModel
-from slurm_advisor.learned.speed_model import LearnedSpeedModel, SpeedNet
+from slurm_advisor.learned.speed_model import SpeedNet
 from slurm_advisor.learned.vocab import TypeVocab
+from slurm_advisor.models import meta as model_meta
+from slurm_advisor.models import weights
+from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 from slurm_advisor.policies.lif import PROFILE_FILE, InterferenceProfile
 
-DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "data" / "model"
+__all__ = ["DEFAULT_MODEL_DIR", "Checkpoint", "export", "load", "save"]
 
 
 @dataclass
@@ -61,153 +63,60 @@ def save(directory: Path, policy: PolicyNet, speed: SpeedNet | SiteSpeedModel, s
         lif_profile.save(directory / PROFILE_FILE)
     else:  # no stale profile from an earlier model in the same directory
         (directory / PROFILE_FILE).unlink(missing_ok=True)
-    torch.save(_half(policy.state_dict()), directory / "policy.pt")
     kind = {}
     if isinstance(speed, SiteSpeedModel):
-        torch.save(speed.net.state_dict(), directory / "speed.pt")
         kind = {"speed_kind": "site", "speed_vocab": speed.vocab.to_dict(), "speed_members": speed.net.members,
                 "speed_resid": speed.net.n_resid}
-    else:
-        torch.save(_half(speed.state_dict()), directory / "speed.pt")
+        speed = speed.net
+    policy_state, speed_state = _as_saved(policy, speed)
+    torch.save(policy_state, directory / "policy.pt")
+    torch.save(speed_state, directory / "speed.pt")
+    weights.write(directory, _numpy(policy_state), _numpy(speed_state))
     full = {"schema_version": schema.version, "types": list(schema.types), "hyper": hyper.to_dict(),
             **meta, **kind}
     (directory / "meta.json").write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
     return directory
 
 
+def export(directory: Path) -> Path:
+    """Write ``weights.npz`` for a model saved before it existed (or check one again): the .pt
+    files' weights, in their precision. meta.json is left as it is (it names the version)."""
+    ckpt = load(directory)
+    policy_state, speed_state = _as_saved(ckpt.policy, ckpt.speed)
+    return weights.write(Path(directory), _numpy(policy_state), _numpy(speed_state))
+
+
+def _as_saved(policy: PolicyNet, speed: SpeedNet | SiteSpeedNet) -> tuple[dict, dict]:
+    """The state_dicts as saved: float16 keeps the shipped model tiny (weights are upcast on load);
+    the site ensemble stays float32 (its exponentials amplify rounding)."""
+    return _half(policy.state_dict()), speed.state_dict() if isinstance(speed, SiteSpeedNet) else _half(speed.state_dict())
+
+
+def _numpy(state: dict) -> dict:
+    """The arrays as saved in the .pt files, float16 ones too."""
+    return {k: v.detach().cpu().numpy() for k, v in state.items()}
+
+
 def _half(state: dict) -> dict:
-    """float16 on disk keeps the shipped model tiny; weights are upcast on load."""
     return {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in state.items()}
 
 
 def load(directory: Path | None = None) -> Checkpoint:
-    """The checkpoint in ``directory`` (default: the shipped model). Every flaw a user can cause
-    (missing or unreadable files, a malformed field of meta.json, weights that are no state_dict of
-    this network) is one :class:`InputError` naming the file and, for meta.json, the field."""
+    """The checkpoint in ``directory`` (default: the shipped model) with its torch networks, for
+    training and evaluation (serving: ``models.served``). Every flaw a user can cause (missing
+    or unreadable files, a malformed field of meta.json, weights that are no state_dict of this
+    network) is one :class:`InputError` naming the file and, for meta.json, the field."""
     directory = Path(directory) if directory else DEFAULT_MODEL_DIR
-    meta_path = directory / "meta.json"
-    meta = _read_meta(directory, meta_path)
-    schema = FeatureSchema(_types(meta_path, meta))
-    hyper = _hyper(meta_path, meta.get("hyper", {}))
-    _deployment(meta_path, meta)
-    policy = PolicyNet(schema.node_dim, schema.global_dim, hyper.hidden)
-    vocab = _speed_vocab(meta_path, meta)
-    if vocab is None:
-        speed = SpeedNet(schema.sample_dim, hyper.speed_hidden)
+    m = model_meta.read(directory)
+    policy = PolicyNet(m.schema.node_dim, m.schema.global_dim, m.hyper.hidden)
+    if m.speed_vocab is None:
+        speed = SpeedNet(m.schema.sample_dim, m.hyper.speed_hidden)
     else:
-        speed = SiteSpeedNet(vocab.n_slots, meta["speed_members"], hyper.speed_hidden, vocab.n_node_slots,
-                             _speed_resid(meta_path, meta))
+        speed = SiteSpeedNet(m.speed_vocab.n_slots, m.speed_members, m.hyper.speed_hidden,
+                             m.speed_vocab.n_node_slots, m.speed_resid)
     for net, name in ((policy, "policy.pt"), (speed, "speed.pt")):
         _load_weights(net, directory / name)
-    return Checkpoint(policy.eval(), speed.eval(), schema, hyper, meta, vocab)
-
-
-def _speed_resid(meta_path: Path, meta: dict) -> int:
-    """How many residual inputs the site speed model reads (absent: fitted before the rack inputs)."""
-    n = meta.get("speed_resid", site_features.N_RESID_WITHOUT_RACKS)
-    if type(n) is not int or n not in (site_features.N_RESID_WITHOUT_RACKS, site_features.N_RESID):
-        raise InputError(f"{meta_path}: field 'speed_resid' must be {site_features.N_RESID_WITHOUT_RACKS} or "
-                         f"{site_features.N_RESID}, got {n!r}")
-    return n
-
-
-def _speed_vocab(meta_path: Path, meta: dict) -> TypeVocab | None:
-    """The site speed model's vocabulary, or None for a checkpoint of the older MLP kind."""
-    kind = meta.get("speed_kind")
-    if kind is None:
-        return None
-    if kind != "site":
-        raise InputError(f"{meta_path}: field 'speed_kind' must be \"site\" or absent, got {kind!r}")
-    members = meta.get("speed_members")
-    if isinstance(members, bool) or not isinstance(members, int) or members < 1:
-        raise InputError(f"{meta_path}: field 'speed_members' must be a positive integer, got {members!r}")
-    raw = meta.get("speed_vocab")
-    try:
-        if not isinstance(raw, dict) or not all(isinstance(t, str) for t in raw["types"]):
-            raise TypeError("not an object with a list of type names")
-        return TypeVocab.from_dict(raw)
-    except (KeyError, TypeError, ValueError) as e:
-        raise InputError(f"{meta_path}: field 'speed_vocab' is malformed: {e}") from None
-
-
-def _read_meta(directory: Path, meta_path: Path) -> dict:
-    try:
-        meta = json.loads(meta_path.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{directory}: not a model directory (no meta.json); "
-                         "train one with `slurm-advisor train`") from None
-    except OSError as e:
-        raise InputError(f"{meta_path}: cannot read: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"{meta_path}: not UTF-8 text (byte {e.start})") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{meta_path}: not valid JSON: {e}") from None
-    if not isinstance(meta, dict):
-        raise InputError(f"{meta_path}: must be a JSON object, got {type(meta).__name__}")
-    version = meta.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise InputError(f"{meta_path}: field 'schema_version': model has feature schema version "
-                         f"{version}, this slurm-advisor uses version {SCHEMA_VERSION}; retrain the model")
-    return meta
-
-
-def _types(meta_path: Path, meta: dict) -> tuple[str, ...]:
-    types = meta.get("types")
-    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-        raise InputError(f"{meta_path}: field 'types' must be a list of job-type names, got {types!r}")
-    return tuple(types)
-
-
-def _hyper(meta_path: Path, raw: object) -> Hyper:
-    """Known hyperparameters must have their default's type (an int where a float is due is fine;
-    a tuple is a list of numbers in JSON)."""
-    if not isinstance(raw, dict):
-        raise InputError(f"{meta_path}: field 'hyper' must be a JSON object, got {type(raw).__name__}")
-    defaults = Hyper()
-    for f in fields(Hyper):
-        if f.name not in raw:
-            continue
-        value, want = raw[f.name], type(getattr(defaults, f.name))
-        if want is tuple:
-            ok = isinstance(value, list) and bool(value) and all(_number(x) and x > 0 for x in value)
-        else:
-            ok = (isinstance(value, want) or (want is float and isinstance(value, int))) and not isinstance(value, bool)
-        if not ok or (f.name in ("hidden", "speed_hidden") and value < 1):
-            raise InputError(f"{meta_path}: field 'hyper.{f.name}' must be a "
-                             f"{_kind(f.name, want)}, got {value!r}")
-    return Hyper.from_dict(raw)
-
-
-def _kind(name: str, want: type) -> str:
-    if want is tuple:
-        return "non-empty list of positive numbers"
-    return ("positive " if name.endswith("hidden") else "") + want.__name__
-
-
-def _number(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def _deployment(meta_path: Path, meta: dict) -> None:
-    """'deploy' (the network, the search or a baseline heuristic) and 'patience' (a share in [0, 1])."""
-    from slurm_advisor.policies import BASELINES
-
-    deploy = meta.get("deploy", "network")
-    if deploy not in ("network", "search", *BASELINES):
-        raise InputError(f"{meta_path}: field 'deploy' must be one of network, search, {', '.join(BASELINES)}; "
-                         f"got {deploy!r}")
-    _patience(meta_path, "patience", meta.get("patience", 0.0))
-    fast = meta.get("fast_deploy")  # optional: models trained before it have none (learned-fast: the teacher)
-    if fast is not None:
-        if not isinstance(fast, dict) or fast.get("deploy") not in ("network", *BASELINES):
-            raise InputError(f"{meta_path}: field 'fast_deploy' must be an object whose 'deploy' is one of "
-                             f"network, {', '.join(BASELINES)} (not the search); got {fast!r}")
-        _patience(meta_path, "fast_deploy.patience", fast.get("patience", 0.0))
-
-
-def _patience(meta_path: Path, field: str, patience: object) -> None:
-    if isinstance(patience, bool) or not isinstance(patience, int | float) or not 0 <= patience <= 1:
-        raise InputError(f"{meta_path}: field '{field}' must be a number from 0 to 1, got {patience!r}")
+    return Checkpoint(policy.eval(), speed.eval(), m.schema, m.hyper, m.meta, m.speed_vocab)
 
 
 def _load_weights(net: torch.nn.Module, path: Path) -> None:

@@ -6,6 +6,9 @@ advisor never ships a policy that its own evaluation found worse than the rule i
 Either may hold jobs for a better placement (``patience``, see ``patience.py``) if training
 found that it pays. Or training found the search (``search.py``) best: it weighs the network's
 placement, the baselines' and "hold" with the model's speed ensemble.
+
+The model is loaded for serving (``models.served``: numpy, no torch); ``policy_of`` takes a torch
+checkpoint as well (``learned.checkpoint``), for training and for comparing the two.
 """
 from __future__ import annotations
 
@@ -14,9 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
-from slurm_advisor.learned import checkpoint, runs
+from slurm_advisor.learned import runs
 from slurm_advisor.learned.agent import LearnedPolicy
 from slurm_advisor.learned.patience import PatientPolicy
+from slurm_advisor.models import served
+from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 from slurm_advisor.policies.base import Hold, Policy, warm
 
 
@@ -42,16 +47,20 @@ def load_learned_policy(model_dir: Path | None, fast: bool = False) -> Policy:
     """The model as its gate deployed it; ``fast`` (``learned-fast``): where that is the search,
     whose decisions do not fit the daemon's 2 ms budget, the gate's pick among the other
     candidates (meta.json ``fast_deploy``; the plain teacher for a model trained before it)."""
+    return policy_of(served.load(model_dir), model_dir, fast)
+
+
+def policy_of(ckpt, model_dir: Path | None, fast: bool = False) -> Policy:
+    """``load_learned_policy`` of a loaded model: a ``served.ServedModel`` or a torch checkpoint."""
     from slurm_advisor.policies import make_policy
 
-    ckpt = checkpoint.load(model_dir)
     deploy = ckpt.meta.get("deploy", "network")
     patience = float(ckpt.meta.get("patience", 0.0))
     if deploy == "search" and fast:
         cheaper = ckpt.meta.get("fast_deploy") or {"deploy": ckpt.meta.get("teacher", "slurm-default")}
         deploy, patience = cheaper["deploy"], float(cheaper.get("patience", 0.0))
     if deploy == "search":  # it holds by its own weighing: no patience on top
-        return GatedPolicy(_search(ckpt, model_dir))
+        return GatedPolicy(search_of(ckpt, model_dir))
     inner = _network(ckpt) if deploy == "network" else make_policy(deploy)
     if patience > 0:  # hold jobs by the fitted speed model's predictions, as training judged it
         inner = PatientPolicy(inner, ckpt.speed_model, patience)
@@ -61,22 +70,23 @@ def load_learned_policy(model_dir: Path | None, fast: bool = False) -> Policy:
 def load_search_policy(model_dir: Path | None) -> Policy:
     """`search` over a trained model: Slurm's own choice as the base, the trained network and
     every placement baseline as proposers, scored by the model's fitted speed ensemble."""
-    return _search(checkpoint.load(model_dir), model_dir)
+    return search_of(served.load(model_dir), model_dir)
 
 
-def _search(ckpt: checkpoint.Checkpoint, model_dir: Path | None) -> Policy:
+def search_of(ckpt, model_dir: Path | None) -> Policy:
+    """``load_search_policy`` of a loaded model (served or a torch checkpoint)."""
     from slurm_advisor.errors import InputError
     from slurm_advisor.learned.search import search_over
     from slurm_advisor.policies.lif import profile_for_model
 
     if not hasattr(ckpt.speed_model, "log_speeds_all"):
-        where = model_dir or checkpoint.DEFAULT_MODEL_DIR
+        where = model_dir or DEFAULT_MODEL_DIR
         raise InputError(f"{where}: policy 'search' needs a model trained with the site speed model "
                          "(meta.json speed_kind: site); this one has the older MLP speed model: retrain it")
     return search_over(_network(ckpt), ckpt.speed_model, profile_for_model(model_dir))
 
 
-def _network(ckpt: checkpoint.Checkpoint) -> LearnedPolicy:
+def _network(ckpt) -> LearnedPolicy:
     """The model's network, greedy, its run probe (``runs``) made now: a loading daemon pays
     it before it serves the model, not in its first request on a large cluster."""
     return LearnedPolicy(ckpt.policy, ckpt.schema, mode="greedy",

@@ -24,25 +24,25 @@ import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Node
 from slurm_advisor.learned.features import FeatureSchema
-from slurm_advisor.learned.policy_net import PolicyNet
+from slurm_advisor.learned.numpy_nets import Weights
 
 PROBE_NODES = 64      # two switches of 32 nodes shaped as examples/clusters/16x8.toml
 PROBE_JOBS = 40       # multi-task jobs of the benchmarks' large mix
 PROBE_LOAD = 0.6      # share of the GPUs taken by slurm-default's placements
 
 
-def fills_its_nodes(net: PolicyNet, schema: FeatureSchema) -> bool:
+def fills_its_nodes(net: Weights, schema: FeatureSchema) -> bool:
     """Whether ``net`` places the same as task by task on every probe job when it places runs."""
     return all(same_placements(net, schema, *_probe()))
 
 
-def probe_agreement(net: PolicyNet, schema: FeatureSchema) -> tuple[int, int]:
+def probe_agreement(net: Weights, schema: FeatureSchema) -> tuple[int, int]:
     """(probe jobs ``net`` places the same both ways, probe jobs)."""
     snapshot, jobs = _probe()
     return sum(same_placements(net, schema, snapshot, jobs)), len(jobs)
 
 
-def by_task_and_by_run(net: PolicyNet, schema: FeatureSchema):
+def by_task_and_by_run(net: Weights, schema: FeatureSchema):
     """``net`` on the large-cluster path (forced at any size), task by task and run by run."""
     from slurm_advisor.learned.agent import LearnedPolicy  # agent asks this module
 
@@ -50,7 +50,7 @@ def by_task_and_by_run(net: PolicyNet, schema: FeatureSchema):
             LearnedPolicy(net, schema, full_scoring_max_nodes=0, fill_runs=True))
 
 
-def same_placements(net: PolicyNet, schema: FeatureSchema, snapshot: ClusterSnapshot,
+def same_placements(net: Weights, schema: FeatureSchema, snapshot: ClusterSnapshot,
                     jobs: Iterable[Job]) -> Iterator[bool]:
     """Per job, whether ``net`` places it the same task by task and run by run."""
     by_task, by_run = by_task_and_by_run(net, schema)

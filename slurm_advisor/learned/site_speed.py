@@ -10,15 +10,16 @@ unsure the model is).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, RunningJob, SpeedSample
+from slurm_advisor.domain import SpeedSample
 from slurm_advisor.errors import InputError
 from slurm_advisor.learned import site_features as F
 from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.learned.site_model import SiteEnsemble
 from slurm_advisor.learned.site_net import SiteSpeedNet
 from slurm_advisor.learned.speed_model import BestEpoch, holdout_mask
 from slurm_advisor.learned.vocab import TypeVocab
@@ -130,15 +131,12 @@ def _mape_of(log_pred: torch.Tensor, y: torch.Tensor) -> float:
     return float((torch.abs(torch.exp(log_pred - y) - 1.0)).mean())
 
 
-class SiteSpeedModel:
-    """The fitted ensemble behind the SpeedModel and SpeedPredictor interfaces: its prediction
-    is the members' geometric mean."""
-
-    name = "learned-speed"
-    local = True
+class SiteSpeedModel(SiteEnsemble):
+    """The ensemble as fitted, its forward pass in torch (serving: ``NumpySiteNet``, same values)."""
 
     def __init__(self, net: SiteSpeedNet, vocab: TypeVocab):
-        self.net, self.vocab = net.eval(), vocab
+        super().__init__(self._forward, vocab)
+        self.net = net.eval()
         self._tensors = [*net.parameters(), *net.buffers()]
         self._terms, self._versions = None, None
 
@@ -147,9 +145,8 @@ class SiteSpeedModel:
         return self.net.state_dict()
 
     @torch.inference_mode()  # no autograd bookkeeping at all: ~15 % off a small batch
-    def log_speeds_all(self, contexts: Sequence[F.JobContext]) -> np.ndarray:
-        """[members, len(contexts)] log speeds."""
-        return self.net(to_tensors(F.Batch.of(contexts, self.vocab.n_slots)), self._parameter_terms()).numpy()
+    def _forward(self, batch: F.Batch) -> np.ndarray:
+        return self.net(to_tensors(batch), self._parameter_terms()).numpy()
 
     def _parameter_terms(self) -> dict[str, torch.Tensor]:
         """The net's parameter-only terms, computed again only after a parameter changed in place
@@ -158,47 +155,3 @@ class SiteSpeedModel:
         if versions != self._versions:
             self._terms, self._versions = self.net.parameter_terms(), versions
         return self._terms
-
-    def speeds(self, nodes: Sequence[Node], running: Sequence[RunningJob],
-               only: Collection[str] | None = None) -> dict[str, float]:
-        targets = [rj for rj in running if only is None or rj.job.id in only]
-        if not targets:
-            return {}
-        log_s = self.log_speeds_all(F.running_contexts(nodes, running, targets, self.vocab)).mean(0)
-        return {rj.job.id: max(1e-9, float(math.exp(x))) for rj, x in zip(targets, log_s)}
-
-    def predict(self, snapshot: ClusterSnapshot, job: Job, placement: Placement) -> float:
-        """The speed of ``job`` if it starts on ``placement`` now."""
-        return self.predict_after(snapshot, job, placement, ())
-
-    def predict_after(self, snapshot: ClusterSnapshot, job: Job, placement: Placement,
-                      gone: Iterable[RunningJob]) -> float:
-        """As ``predict`` once the running jobs ``gone`` have ended."""
-        return max(1e-9, float(np.exp(self._log_all(snapshot, job, placement, gone).mean())))
-
-    def predict_all(self, snapshot: ClusterSnapshot, job: Job, placement: Placement,
-                    gone: Iterable[RunningJob] = ()) -> np.ndarray:
-        """Each member's predicted speed of ``job`` on ``placement`` (its spread: the doubt)."""
-        return np.maximum(1e-9, np.exp(self._log_all(snapshot, job, placement, gone)))
-
-    def _log_all(self, snapshot, job, placement, gone) -> np.ndarray:
-        gone = list(gone)
-        left = {id(rj) for rj in gone}
-        seen: dict[str, RunningJob] = {}
-        for n in placement.nodes():
-            for rj in snapshot.jobs_on(n):
-                if rj.job.id != job.id and id(rj) not in left:
-                    seen[rj.job.id] = rj
-        names = set(placement.nodes())
-        for rj in seen.values():
-            names.update(rj.placement.nodes())
-        node_of = {n: snapshot.node(n) for n in names}
-        subject = RunningJob(job, placement, snapshot.time)
-        racks = F.rack_loads(snapshot, add=(subject,), remove=gone)
-        ctx = F.job_context(subject, seen.values(), node_of, self.vocab, racks)
-        return self.log_speeds_all([ctx])[:, 0]
-
-    def mape(self, samples: Sequence[SpeedSample]) -> float:
-        contexts = [F.sample_context(s, self.vocab) for s in samples]
-        y = np.log([s.speed for s in samples])
-        return float(np.mean(np.abs(np.exp(self.log_speeds_all(contexts).mean(0) - y) - 1.0)))

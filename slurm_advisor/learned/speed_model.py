@@ -2,22 +2,22 @@
 
 Trained by supervised regression of log(speed) on recorded samples only (what the live system
 logs), so it can judge placements nobody tried. Wrapped as a SpeedModel, it drives the RL
-simulator; wrapped as a SpeedPredictor, it explains the advisor's decisions.
+simulator; wrapped as a SpeedPredictor, it explains the advisor's decisions (``mlp_speed``: the
+fitted network, in numpy).
 """
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, RunningJob, SpeedSample
+from slurm_advisor.domain import SpeedSample
 from slurm_advisor.errors import InputError
-from slurm_advisor.learned.features import FeatureSchema, NodeLoad, placement_vector, sample_vector
+from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.learned.load_index import LoadIndex, others_rows
-from slurm_advisor.learned.policy_net import layers_of, mlp_forward
+from slurm_advisor.learned.mlp_speed import sample_features
 
 
 class SpeedNet(nn.Module):
@@ -40,21 +40,6 @@ class SpeedNet(nn.Module):
         margin = float(np.log(2.0))
         self.log_lo.fill_(float(log_speeds.min()) - margin)
         self.log_hi.fill_(float(log_speeds.max()) + margin)
-
-
-def _features(subject: RunningJob, load: NodeLoad, switch_of, schema: FeatureSchema) -> np.ndarray:
-    own = set(subject.placement.nodes())
-    types: list[str] = []
-    for node in own:
-        types.extend(load.types.get(node, ()))
-    for _ in subject.placement.tasks:  # drop the subject's own tasks from the histogram
-        types.remove(subject.job.type)
-    return sample_vector(subject, load, switch_of, schema, types)
-
-
-def sample_features(sample: SpeedSample, schema: FeatureSchema) -> np.ndarray:
-    load = NodeLoad(sample.nodes, (sample.subject, *sample.neighbours))
-    return _features(sample.subject, load, {n.name: n.switch for n in sample.nodes}, schema)
 
 
 def fit_speed_model(samples: Sequence[SpeedSample], schema: FeatureSchema, hp: Hyper,
@@ -120,62 +105,3 @@ def _mape(net: SpeedNet, x: torch.Tensor, y: torch.Tensor) -> float:
     pred = torch.exp(net(x))
     true = torch.exp(y)
     return float((torch.abs(pred - true) / true).mean())
-
-
-class LearnedSpeedModel:
-    """The fitted network behind the SpeedModel and SpeedPredictor interfaces."""
-
-    name = "learned-speed"
-    local = True
-
-    def __init__(self, net: SpeedNet, schema: FeatureSchema):
-        self.net, self.schema = net.eval(), schema
-        self._layers = layers_of(net.body)  # numpy copy of the weights: the net is fixed once fitted
-        self._lo, self._hi = float(net.log_lo), float(net.log_hi)
-
-    def speeds(self, nodes: Sequence[Node], running: Sequence[RunningJob],
-               only: Collection[str] | None = None) -> dict[str, float]:
-        targets = [rj for rj in running if only is None or rj.job.id in only]
-        if not targets:
-            return {}
-        load = NodeLoad(nodes, running)
-        switch_of = {n.name: n.switch for n in nodes}
-        x = np.stack([_features(rj, load, switch_of, self.schema) for rj in targets])
-        log_speed = np.clip(mlp_forward(x, self._layers, relu_last=False)[:, 0], self._lo, self._hi)
-        pred = np.exp(log_speed).tolist()
-        return {rj.job.id: max(1e-9, s) for rj, s in zip(targets, pred)}
-
-    def predict(self, snapshot: ClusterSnapshot, job: Job, placement: Placement) -> float:
-        """The speed of ``job`` if it starts on ``placement`` now: O(nodes of the placement)."""
-        return self.predict_after(snapshot, job, placement, ())
-
-    def predict_after(self, snapshot: ClusterSnapshot, job: Job, placement: Placement,
-                      gone: Iterable[RunningJob]) -> float:
-        """As ``predict`` once the running jobs ``gone`` have ended (only those on the placement's
-        nodes matter; the snapshot's free capacity is not read)."""
-        x = self.placement_features(snapshot, job, placement, gone)
-        log_speed = float(np.clip(mlp_forward(x[None], self._layers, relu_last=False)[0, 0], self._lo, self._hi))
-        return max(1e-9, float(np.exp(log_speed)))
-
-    def placement_features(self, snapshot: ClusterSnapshot, job: Job, placement: Placement,
-                           gone: Iterable[RunningJob] = ()) -> np.ndarray:
-        """The features ``speeds`` computes for ``job`` on ``placement`` among the snapshot's
-        running jobs (less ``gone``), from the cluster's LoadIndex: no pass over running jobs."""
-        layout = snapshot.layout
-        per_node = placement.role_counts()
-        idx = np.fromiter((layout.index[n] for n in per_node), dtype=np.int64, count=len(per_node))
-        with LoadIndex.synced(snapshot) as load:
-            sums, type_counts = load.local(idx, gone)
-            types = load.types
-        hist = np.zeros(self.schema.n_types, dtype=np.float32)
-        counts = type_counts.sum(0)
-        for col in np.flatnonzero(counts).tolist():
-            hist[self.schema.type_slot(types[col])] += np.float32(0.25 * counts[col])
-        others = others_rows(sums, layout.capacity[idx])
-        switches = len(np.unique(layout.switch_id[idx]))
-        return placement_vector(job, per_node, switches, others, hist, self.schema)
-
-    def mape(self, samples: Sequence[SpeedSample]) -> float:
-        x = torch.tensor(np.stack([sample_features(s, self.schema) for s in samples]))
-        y = torch.tensor(np.log([s.speed for s in samples]), dtype=torch.float32)
-        return _mape(self.net, x, y)

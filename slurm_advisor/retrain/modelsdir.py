@@ -1,7 +1,8 @@
 """The models directory: one subdirectory per version and an ``active`` pointer to one of them.
 
     models-dir/
-      3f9a0c1d2e4b/     policy.pt, speed.pt, meta.json (the version is the hash of these files)
+      3f9a0c1d2e4b/     policy.pt, speed.pt, meta.json (the version is the hash of these files),
+                        weights.npz (the same weights for serving without torch)
       7c21e5aa9f00/
       active -> 7c21e5aa9f00      a relative symlink; the daemon follows it
                                   (``active -> default``: no promoted model, the daemon's default serves)
@@ -33,7 +34,7 @@ CANARY = "canary"
 DEFAULT = "default"
 PACKAGED_MODEL = Path(__file__).resolve().parent.parent / "data" / "model"  # as learned.checkpoint
 CANDIDATE_PREFIX = ".candidate-"
-MODEL_FILES = ("lif_profile.json", "meta.json", "policy.pt", "speed.pt")  # what a retrain publishes
+MODEL_FILES = ("lif_profile.json", "meta.json", "policy.pt", "speed.pt", "weights.npz")  # what a retrain publishes
 
 
 def model_version(model_dir: Path | None) -> str:

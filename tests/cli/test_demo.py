@@ -39,7 +39,7 @@ def test_demo_trains_compares_and_writes_results(tmp_path: Path) -> None:
     # model that learned nothing (the bound was 10, i.e. 1000 %, which no model could fail).
     assert 0 < data["speed_mape_unseen"] < 0.75
     assert {p.name for p in (out / "model" / "learned").iterdir()} == {"meta.json", "policy.pt", "speed.pt",
-                                                                         "lif_profile.json"}
+                                                                         "weights.npz", "lif_profile.json"}
 
 
 def test_demo_rejects_a_zero_budget(tmp_path: Path) -> None:

@@ -42,7 +42,8 @@ def test_train_writes_a_model_directory(recorded, tmp_path: Path) -> None:
     result = run("train", "--from-db", str(db), "--cluster", str(CLUSTER), "--trace", str(trace),
                  "--out", str(out), "--episodes", "1", "--episode-jobs", "20")
     assert result.exit_code == 0, result.output
-    assert {p.name for p in out.iterdir()} == {"meta.json", "policy.pt", "speed.pt", "learning_curve.png", "lif_profile.json"}
+    assert {p.name for p in out.iterdir()} == {"meta.json", "policy.pt", "speed.pt", "weights.npz", "learning_curve.png",
+                                              "lif_profile.json"}
     assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     meta = json.loads((out / "meta.json").read_text())
     assert meta["hyper"]["rl_episodes"] == 1 and meta["hyper"]["episode_jobs"] == 20

@@ -5,8 +5,8 @@ import json
 import shutil
 from dataclasses import replace
 
+import numpy as np
 import pytest
-import torch
 
 from slurm_advisor.daemon.build import build_daemon
 from slurm_advisor.daemon.config import DaemonConfig
@@ -20,8 +20,18 @@ def _config(tmp_path, **changes) -> DaemonConfig:
 
 
 def _weights(directory, change) -> None:
-    path = directory / "policy.pt"
-    torch.save({k: change(k, v) for k, v in torch.load(path, weights_only=True).items()}, path)
+    """The served weights (weights.npz) changed: the policy network's arrays."""
+    path = directory / "weights.npz"
+    with np.load(path) as npz:
+        arrays = {k: change(k, npz[k]) if k.startswith("policy/") else npz[k] for k in npz.files}
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def _no_weights(directory) -> None:
+    """Neither the served weights nor the policy.pt they could be converted from."""
+    (directory / "weights.npz").unlink()
+    (directory / "policy.pt").unlink()
 
 
 def _meta(directory, change) -> None:
@@ -32,16 +42,15 @@ def _meta(directory, change) -> None:
 
 DAMAGES = {
     "meta not json": lambda d: (d / "meta.json").write_text("{not json"),
-    "policy missing": lambda d: (d / "policy.pt").unlink(),
+    "weights missing": _no_weights,
     # an empty file once crashed the start with an IndexError (issue 39, item 8)
-    "policy empty": lambda d: (d / "policy.pt").write_bytes(b""),
-    "policy truncated": lambda d: (d / "policy.pt").write_bytes((d / "policy.pt").read_bytes()[:1000]),
+    "weights empty": lambda d: (d / "weights.npz").write_bytes(b""),
+    "weights truncated": lambda d: (d / "weights.npz").write_bytes((d / "weights.npz").read_bytes()[:1000]),
     "wrong schema: types": lambda d: _meta(d, lambda m: m.update(types="resnet50")),
     "wrong schema: version": lambda d: _meta(d, lambda m: m.update(schema_version=-1)),
     "wrong schema: hidden": lambda d: _meta(d, lambda m: m["hyper"].update(hidden=[7])),
-    "network of the wrong shape": lambda d: _weights(d, lambda k, v: torch.zeros(*(n + 1 for n in v.shape))),
-    "weights not finite": lambda d: _weights(d, lambda k, v: torch.full_like(v, float("nan"))
-                                             if v.is_floating_point() else v),
+    "network of the wrong shape": lambda d: _weights(d, lambda k, v: np.zeros([n + 1 for n in v.shape], v.dtype)),
+    "weights not finite": lambda d: _weights(d, lambda k, v: np.full_like(v, np.nan)),
 }
 
 
@@ -87,7 +96,7 @@ def test_learned_fast_is_served_from_the_model_and_follows_promotions_as_learned
         daemon.stop()
     broken = tmp_path / "models" / "0123456789ab"
     shutil.copytree(DEFAULT_MODEL_DIR, broken)
-    (broken / "policy.pt").unlink()
+    _no_weights(broken)
     point_active(tmp_path / "models", broken.name)
     daemon = build_daemon(_config(tmp_path, policy="learned-fast"))
     try:

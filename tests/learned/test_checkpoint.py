@@ -38,7 +38,7 @@ def inputs(n_nodes: int = 5):
 
 def test_round_trip_gives_the_same_outputs(saved) -> None:
     directory, policy, speed = saved
-    assert {p.name for p in directory.iterdir()} == {"meta.json", "policy.pt", "speed.pt"}
+    assert {p.name for p in directory.iterdir()} == {"meta.json", "policy.pt", "speed.pt", "weights.npz"}
     ckpt = checkpoint.load(directory)
     assert ckpt.schema == SCHEMA and ckpt.hyper == HP and ckpt.meta["note"] == "test"
     assert not ckpt.policy.training and not ckpt.speed.training

@@ -16,10 +16,11 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Role, Ta
 from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.agent import SUMMARY_NODES, LearnedPolicy
 from slurm_advisor.learned.features import FeatureSchema
+from slurm_advisor.learned.mlp_speed import LearnedSpeedModel
 from slurm_advisor.learned.node_features import PICK, PlacementState
+from slurm_advisor.learned.numpy_nets import NumpyScorer, mlp_forward
 from slurm_advisor.learned.patience import PatientPolicy
-from slurm_advisor.learned.policy_net import NumpyScorer, PolicyNet, mlp_forward
-from slurm_advisor.learned.speed_model import LearnedSpeedModel
+from slurm_advisor.learned.policy_net import PolicyNet
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 

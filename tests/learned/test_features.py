@@ -9,7 +9,8 @@ from conftest import make_job, make_nodes, snapshot_with
 from slurm_advisor.domain import Placement, SpeedSample
 from slurm_advisor.learned.agent import _PlacementState
 from slurm_advisor.learned.features import FeatureSchema, NodeLoad, job_vector
-from slurm_advisor.learned.speed_model import LearnedSpeedModel, SpeedNet, sample_features
+from slurm_advisor.learned.mlp_speed import LearnedSpeedModel, sample_features
+from slurm_advisor.learned.speed_model import SpeedNet
 
 SCHEMA = FeatureSchema()
 NODES = make_nodes(4)

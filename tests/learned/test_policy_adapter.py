@@ -59,8 +59,8 @@ def test_the_shipped_default_model_loads_and_places() -> None:
 
 
 def test_a_model_trained_to_hold_jobs_loads_with_its_patience_and_fitted_speed_model(tmp_path: Path) -> None:
+    from slurm_advisor.learned.mlp_speed import LearnedSpeedModel
     from slurm_advisor.learned.patience import PatientPolicy
-    from slurm_advisor.learned.speed_model import LearnedSpeedModel
     teacher = make_policy("learned", PolicyContext(model_dir=_save(tmp_path / "t", "pack", 0.7)))
     network = make_policy("learned", PolicyContext(model_dir=_save(tmp_path / "n", "network", 0.5)))
     assert teacher.name == network.name == "learned"

@@ -17,10 +17,10 @@ from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.agent import LearnedPolicy
 from slurm_advisor.learned.features import CPU, GPU, MEM, NodeLoad
 from slurm_advisor.learned.load_index import LoadIndex
+from slurm_advisor.learned.mlp_speed import LearnedSpeedModel
 from slurm_advisor.learned.node_features import PlacementState
 from slurm_advisor.learned.patience import PatientPolicy
 from slurm_advisor.learned.policy_net import PolicyNet
-from slurm_advisor.learned.speed_model import LearnedSpeedModel
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs

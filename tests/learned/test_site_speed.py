@@ -19,11 +19,11 @@ from slurm_advisor.learned import site_features as F
 from slurm_advisor.learned.experiment import record
 from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
+from slurm_advisor.learned.mlp_speed import LearnedSpeedModel, sample_features
 from slurm_advisor.learned.policy_net import PolicyNet
 from slurm_advisor.learned.site_features import RACK_BUSY, RACK_UP, job_context, rack_loads
 from slurm_advisor.learned.site_net import KAPPA
 from slurm_advisor.learned.site_speed import SiteSpeedModel, fit_site_model, to_tensors
-from slurm_advisor.learned.speed_model import LearnedSpeedModel, sample_features
 from slurm_advisor.learned.vocab import TypeVocab
 from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.speedmodels.base import select

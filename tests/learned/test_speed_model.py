@@ -10,7 +10,8 @@ from conftest import make_job, snapshot_with
 from slurm_advisor.domain import Placement
 from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.learned.speed_model import LearnedSpeedModel, fit_speed_model
+from slurm_advisor.learned.mlp_speed import LearnedSpeedModel
+from slurm_advisor.learned.speed_model import fit_speed_model
 
 SCHEMA = FeatureSchema()
 HP = replace(Hyper(), speed_epochs=15, speed_hidden=32)

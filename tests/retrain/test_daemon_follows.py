@@ -61,7 +61,7 @@ def test_a_promoted_model_is_served_without_a_restart(daemon) -> None:
 def test_a_model_that_does_not_load_is_counted_and_the_current_one_kept(daemon) -> None:
     d, models, first = daemon
     broken = publish_copy(models, "broken")
-    (models / broken / "policy.pt").write_bytes(b"not a state dict")
+    (models / broken / "weights.npz").write_bytes(b"not an npz file")  # what the daemon serves from
     before = d.service.advisor
     modelsdir.point_active(models, broken)
     assert _wait(lambda: d.status()["model_reload_failures"] == 1)

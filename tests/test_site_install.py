@@ -1,0 +1,92 @@
+"""The README's install section, run as written (paths moved under a temporary root): a venv,
+pip install of this checkout, `slurm-advisor setup`, the hook's install.sh; then the installed
+daemon starts in observe mode from the written config. The lines come from the README itself,
+so the test fails when the README says something that does not work.
+
+Slow: pip installs the package and its dependencies into a fresh venv (from the package index or
+pip's cache)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurm_advisor.daemon.client import DaemonUnavailable, call
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def readme_install_lines() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## Install on a real Slurm"):]
+    block = re.search(r"```bash\n(.*?)```", section, re.DOTALL).group(1)
+    return [line.split("  #")[0].strip() for line in block.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def as_run_here(line: str, tmp: Path) -> str | None:
+    """The README's line with its paths under ``tmp``; None for what needs systemd."""
+    if line.startswith("systemctl"):
+        return None
+    line = line.replace("/opt/slurm-advisor", str(tmp / "opt/slurm-advisor"))
+    line = line.replace("'slurm-advisor[postgres]'", f"'{REPO}[postgres]'")   # not on an index: this checkout
+    line = line.replace("slurm-advisor setup", f"slurm-advisor setup --root {tmp / 'root'}")
+    return line.replace(" /etc/slurm", f" {tmp / 'root/etc/slurm'}")
+
+
+@pytest.mark.skipif(shutil.which("lua5.1") is None, reason="lua5.1 not installed")
+def test_the_readmes_install_section_works_as_written(tmp_path):
+    lines = readme_install_lines()
+    assert lines[0].startswith("python3 -m venv /opt/slurm-advisor") and any("setup" in x for x in lines)
+    (tmp_path / "root/etc/slurm").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_ADVISOR_", "VIRTUAL_ENV", "PYTHON"))}
+    for line in filter(None, (as_run_here(x, tmp_path) for x in lines)):
+        proc = subprocess.run(["bash", "-c", line], check=False, cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=900)
+        assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    venv = tmp_path / "opt/slurm-advisor"
+    assert (tmp_path / "root/etc/slurm/job_submit.lua").is_file()
+    assert (tmp_path / "root/etc/systemd/system/slurm-advisor.service").read_text().count(f"{venv}/bin/slurm-advisor")
+    # the installed daemon, from the config setup wrote (its paths moved under tmp)
+    sock = tmp_path / "advisor.sock"
+    serve_env = {**env, "SLURM_ADVISOR_SOCKET": str(sock), "SLURM_ADVISOR_SOURCE": "simulated",
+                 "SLURM_ADVISOR_DB": str(tmp_path / "advisor.db"),
+                 "SLURM_ADVISOR_MODELS_DIR": str(tmp_path / "root/var/lib/slurm-advisor/models")}
+    proc = subprocess.Popen([str(venv / "bin/slurm-advisor"), "serve", "--config",
+                             str(tmp_path / "root/etc/slurm-advisor/config.toml")], env=serve_env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        status = _status_when_up(sock, proc)
+        assert status["mode"] == "observe" and status["source"] == "simulated"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stderr.close()
+    # a serving install: no torch in it
+    no_torch = subprocess.run([str(venv / "bin/python"), "-c", "import torch"], check=False, capture_output=True,
+                              env=env)
+    assert no_torch.returncode != 0
+    print(f"\nserving install: {_size_mb(venv):.0f} MB ({sys.version_info.major}.{sys.version_info.minor})")
+
+
+def _status_when_up(sock: Path, proc: subprocess.Popen) -> dict:
+    import time
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the installed daemon exited: {proc.stderr.read()[-2000:]}")
+        try:
+            return call(sock, "status", timeout_s=2.0)
+        except DaemonUnavailable:
+            time.sleep(0.2)  # an external process starting: poll
+    raise AssertionError("the installed daemon did not answer within 120 s")
+
+
+def _size_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink()) / 1e6
