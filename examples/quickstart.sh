@@ -24,7 +24,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # torch first and pinned: its CPU build; an unpinned torch would pull GBs of CUDA libraries.
 .venv/bin/python -m pip install -q torch==2.13.0
-.venv/bin/python -m pip install -q -e .
+.venv/bin/python -m pip install -q -e '.[train]'
 .venv/bin/slurm-advisor demo --out demo-out "$@"
 
 echo

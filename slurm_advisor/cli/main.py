@@ -70,6 +70,7 @@ def _lacks(command: str | None, exc: ImportError) -> str:
     missing = (exc.name or str(exc)).split(".")[0]
     how = ("install torch's CPU build (pip install torch --index-url https://download.pytorch.org/whl/cpu), "
            "then pip install 'slurm-advisor[train]'" if missing == "torch" else
+           "pip install 'slurm-advisor[plots]'" if missing == "matplotlib" else
            "install slurm-advisor with its dependencies (pip install slurm-advisor)")
     return f"`slurm-advisor {command}` needs {missing}, which this install lacks; {how}"
 
