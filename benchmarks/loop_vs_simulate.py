@@ -7,6 +7,8 @@ This is the harness that says how far apart the two paths are, per seed and trut
 - ``sim``: the policy in the plain simulator on the trace as generated;
 - ``sim as submitted``: the same on the trace as the loop submits it (Slurm jobs are homogeneous:
   every task gets the largest of the PS and worker demands; limits in whole minutes);
+- ``sim as served``: the same as ``simulate --served-as MODE``: in advise mode a hold is left
+  to Slurm (the hook cannot delay a job);
 - ``loop``: the daemon's path (hook fields, claims, pins, caps, releases, the layouts it can
   express), on the as-submitted trace.
 
@@ -40,9 +42,9 @@ TRUTHS = {"contention": "contention",
           "site-holdout": f"{REPO / 'benchmarks' / 'truths' / 'site_holdout.py'}:SiteHoldoutSpeeds"}
 
 
-def avg_jct(nodes, jobs, policy: str, truth, model: Path, seed: int) -> tuple[float, int]:
+def avg_jct(nodes, jobs, policy: str, truth, model: Path, seed: int, holds: bool = True) -> tuple[float, int]:
     """(avg JCT, the policy's holds: decisions to wait although the job fitted)."""
-    result = Simulation(nodes, jobs, build_advisor(policy, truth, model), truth, seed=seed).run()
+    result = Simulation(nodes, jobs, build_advisor(policy, truth, model, holds=holds), truth, seed=seed).run()
     value = result.summary().get("avg_jct")
     return (float(value) if value is not None else math.nan), result.holds
 
@@ -56,6 +58,9 @@ def one(nodes, truth_name: str, seed: int, jobs_n: int, model: Path, mode: str) 
         (learned, holds), (base, _) = avg_jct(nodes, jobs, "learned", truth, model, 0), \
             avg_jct(nodes, jobs, "slurm-default", truth, model, 0)
         row[name], row[f"{name}_holds"] = round(learned / base, 3), holds
+    (served, _), (base, _) = avg_jct(nodes, submitted, "learned", truth, model, 0, holds=mode == "enforce"), \
+        avg_jct(nodes, submitted, "slurm-default", truth, model, 0)
+    row["sim_as_served"] = round(served / base, 3)  # simulate --served-as MODE
     with tempfile.TemporaryDirectory(prefix="loop-vs-sim-") as work:
         loop = Loop(nodes, truth, str(Path(work) / "loop.db"), Path(work) / "models",
                     LoopSettings(mode=mode, retrain=False, model=model))
@@ -64,6 +69,7 @@ def one(nodes, truth_name: str, seed: int, jobs_n: int, model: Path, mode: str) 
     row["loop_outcomes_missing"] = cycle["advised"] - cycle["outcomes"]
     row["loop_slurm_chose"] = cycle["slurm_chose"]
     row["loop_over_sim_as_submitted"] = round(row["loop"] / row["sim_as_submitted"], 3)
+    row["loop_over_sim_as_served"] = round(row["loop"] / row["sim_as_served"], 3)
     return row
 
 
@@ -79,15 +85,16 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     nodes = default_cluster()
     rows, started = [], time.time()
-    print(f"{'truth':<13} {'seed':>4} {'sim':>6} {'sim as sub.':>11} {'holds':>5} {'loop':>6} {'loop/sim':>8} "
-          f"{'no outcome':>10}")
+    print(f"{'truth':<13} {'seed':>4} {'sim':>6} {'sim as sub.':>11} {'holds':>5} {'as served':>9} {'loop':>6} "
+          f"{'loop/sim':>8} {'loop/served':>11} {'no outcome':>10}")
     for truth in args.truths.split(","):
         for seed in map(int, args.seeds.split(",")):
             row = one(nodes, truth, seed, args.jobs, args.model, args.mode)
             rows.append(row)
             print(f"{truth:<13} {seed:>4} {row['sim']:>6.3f} {row['sim_as_submitted']:>11.3f} "
-                  f"{row['sim_as_submitted_holds']:>5} {row['loop']:>6.3f} "
-                  f"{row['loop_over_sim_as_submitted']:>8.3f} {row['loop_outcomes_missing']:>10}", flush=True)
+                  f"{row['sim_as_submitted_holds']:>5} {row['sim_as_served']:>9.3f} {row['loop']:>6.3f} "
+                  f"{row['loop_over_sim_as_submitted']:>8.3f} {row['loop_over_sim_as_served']:>11.3f} "
+                  f"{row['loop_outcomes_missing']:>10}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"model": str(args.model), "cluster": "embedded default", "mode": args.mode,
                                     "seconds": round(time.time() - started, 1), "rows": rows}, indent=2))

@@ -49,8 +49,12 @@ class Advice:
 
 class Advisor:
     def __init__(self, policy: Policy, *, fallback: Policy | None = None,
-                 predictor: SpeedPredictor | None = None, explain: bool = False):
+                 predictor: SpeedPredictor | None = None, explain: bool = False, holds: bool = True):
         self.policy = policy
+        # False: play the daemon's advise mode, where the hook cannot delay a job: a hold is left
+        # to Slurm, which starts the job at once where it fits (the fallback's placement). The
+        # simulator's default keeps holds (as enforce mode's node-count caps do, roughly).
+        self.holds = holds
         self.fallback = fallback
         self.predictor = predictor
         self.explain = explain
@@ -59,6 +63,8 @@ class Advisor:
     def advise(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Advice:
         snapshot = allowed(snapshot, job)
         placement, reason = self._propose(snapshot, job, rng)
+        if isinstance(placement, Hold) and not self.holds:
+            placement, reason = None, f"held ({placement.reason}), which advise mode cannot serve: left to Slurm"
         if isinstance(placement, Hold):  # a deliberate wait: the fallback must not undo it
             return Advice(job.id, None, self.policy.name, False, placement.reason, held=True,
                           max_nodes=placement.max_nodes)

@@ -127,6 +127,16 @@ def test_a_hold_is_a_deliberate_wait_that_the_fallback_does_not_overrule() -> No
     assert fallback.calls == 0
 
 
+def test_in_advise_mode_a_hold_is_left_to_slurm_which_places_it_at_once() -> None:
+    """The daemon in advise mode cannot delay a job: played by holds=False, a hold becomes the
+    fallback's (slurm-default's) placement, which is where Slurm starts the job."""
+    from slurm_advisor.policies.base import Hold
+    fallback = Fixed(Placement.of(JOB, ["n2", "n2", "n2"]), name="slurm-default")
+    advice = Advisor(Fixed(Hold("waits for n2")), fallback=fallback, holds=False).advise(snap(), JOB, RNG)
+    assert advice.placement == Placement.of(JOB, ["n2", "n2", "n2"]) and not advice.held
+    assert advice.fallback and advice.policy == "slurm-default"
+
+
 def test_a_warm_up_reaches_the_policy_through_a_gate_and_is_a_no_op_for_others() -> None:
     from slurm_advisor.learned.policy_adapter import GatedPolicy
 

@@ -101,6 +101,7 @@ def _run(db, config_file, models_dir, cluster, trace, margin, holdout_fraction, 
                                max_mape=max_mape, prior_tolerance=prior_tolerance, recent_jobs=recent, hyper=hp,
                                canary=config.canary_share > 0 and not no_canary)
     nodes = _cluster(config, cluster)
+    settings = replace(settings, holds=_serving_mode(config) == "enforce")
     log = lambda line: click.echo(line, err=True)  # stdout is for the result
     try:
         return run_retrain(config.db, config.models_dir, nodes, settings,
@@ -137,6 +138,19 @@ def _cluster(config, cluster: Path | None):
         return make_source(config.source, **options.get(config.source, {})).snapshot().nodes
     except SourceError as exc:
         raise InputError(f"cannot read the cluster from source {config.source!r} ({exc}); pass --cluster FILE") from None
+
+
+def _serving_mode(config) -> str:
+    """The daemon's mode (kept from run time, else the config's): a candidate is judged as it will
+    be served, and in advise mode a hold is left to Slurm."""
+    from slurm_advisor.daemon.mode_file import serving_mode
+    from slurm_advisor.store import Store
+
+    try:
+        with Store.open(config.db, create=False) as store:
+            return serving_mode(config, store)
+    except InputError:
+        return config.mode  # no store yet: run_retrain says so
 
 
 def _forwarded(ctx: click.Context) -> list[str]:

@@ -36,7 +36,11 @@ def parse_policies(value: str) -> list[str]:
 @click.option("--seed", default=0, show_default=True, help="Seeds the simulations (the same seed, the same result).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Write a JCT CDF plot.")
-def simulate(cluster, trace, speed_model, policies, model_dir, record_to, sample_noise, seed, as_json, plot):
+@click.option("--served-as", type=click.Choice(("enforce", "advise")), default="enforce", show_default=True,
+              help="Play the daemon's mode: enforce serves a policy's holds (as node-count caps); in advise "
+                   "mode the hook cannot delay a job, so a held job is left to Slurm and starts at once.")
+def simulate(cluster, trace, speed_model, policies, model_dir, record_to, sample_noise, seed, as_json, plot,
+             served_as):
     """Run a trace through the simulator once per policy, on the same inputs and seed."""
     from slurm_advisor.cli.inputs import read_inputs
     from slurm_advisor.cli.output import replaced_whole
@@ -51,7 +55,7 @@ def simulate(cluster, trace, speed_model, policies, model_dir, record_to, sample
     try:
         with store.batched() if store else nullcontext() as record:
             results = compare(nodes, jobs, truth, names, seed=seed, model_dir=model_dir,
-                              recorder=record, sample_noise=sample_noise)
+                              recorder=record, sample_noise=sample_noise, holds=served_as == "enforce")
     finally:
         if store:
             store.close()

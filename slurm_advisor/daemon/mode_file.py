@@ -39,6 +39,17 @@ def mode_file_path(config, store) -> Path | None:
     return _SERVER_MODE_FILE if db is None else db.with_name(db.name + ".mode.json")
 
 
+def serving_mode(config, store) -> str:
+    """The mode a daemon with ``config`` and ``store`` serves in: the one kept from run time if any
+    (and readable), else the config's. For retrain, which judges a candidate as it will be served."""
+    path = mode_file_path(config, store)
+    try:
+        kept = None if path is None else _read(path)
+    except (OSError, ValueError):
+        kept = None
+    return config.mode if kept is None else kept[0]
+
+
 class ModeKeeper:
     """Where the daemon's mode comes from: its config, or set at run time and kept in ``path``."""
 

@@ -262,7 +262,8 @@ class Loop:
 
         s = self.settings
         settings = RetrainSettings(margin=s.margin, holdout_fraction=s.holdout_fraction, holdout_max=s.holdout_max,
-                                   max_mape=s.max_mape, recent_jobs=s.recent_jobs, hyper=s.hyper)
+                                   max_mape=s.max_mape, recent_jobs=s.recent_jobs, hyper=s.hyper,
+                                   holds=s.mode == "enforce")  # judged as this daemon can serve it
         try:
             mix = self._job_mix(settings.recent_jobs)
             result = run_retrain(self.db, self.models_dir, self.nodes, settings, trace=mix, log=self.log,

@@ -53,9 +53,10 @@ def holdout_mape(model_dir: Path, holdout: Sequence[SpeedSample]) -> float:
 
 
 def replay_jct(nodes: Sequence[Node], jobs: Sequence[Job], judge: Judge, model_dir: Path | None,
-               seed: int) -> float:
+               seed: int, *, holds: bool = True) -> float:
     """Avg JCT of the job mix under the judge: the model in ``model_dir`` as the daemon deploys it
-    (with slurm-default as its fallback), or slurm-default itself when ``model_dir`` is None."""
+    (with slurm-default as its fallback; ``holds`` False: in advise mode, where a hold is left to
+    Slurm), or slurm-default itself when ``model_dir`` is None."""
     name = "slurm-default" if model_dir is None else "learned"
-    advisor = build_advisor(name, judge.model, model_dir)
+    advisor = build_advisor(name, judge.model, model_dir, holds=holds)
     return avg_jct(Simulation(nodes, jobs, advisor, judge.model, seed=seed).run())

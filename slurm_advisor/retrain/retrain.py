@@ -70,6 +70,7 @@ class RetrainSettings:
     recent_jobs: int = 300          # advised jobs in the replayed mix
     prior_tolerance: float = 0.1    # the candidate may be at most this share worse under the prior
     canary: bool = False            # an accepted candidate becomes the canary, not the active model
+    holds: bool = True              # judged as served with holds (enforce mode); False: advise mode
     owners: OwnerRules = field(default_factory=OwnerRules)
     hyper: Hyper = field(default_factory=Hyper)
 
@@ -140,7 +141,8 @@ def _retrain(store, models_dir: Path, nodes, settings: RetrainSettings, split: S
         return RetrainResult(RetrainExit.KEPT, f"the candidate is identical to the registered model {candidate}",
                              candidate, active and active.version, data=data)
     judge = make_judge(split.holdout, hp)
-    log(f"judge: {judge.description}")
+    log(f"judge: {judge.description}; each model as served "
+        f"{'with its holds (enforce mode)' if settings.holds else 'in advise mode (a hold is left to Slurm)'}")
     verdict, metrics = _evaluate(nodes, mix.jobs, split, judge, models_dir / candidate, active, settings, hp.seed)
     metrics["candidate_metrics"]["deploys"] = f"{report.deploy} at patience {report.patience}"
     log(f"{'promote' if verdict.promote else 'keep the active model'}: {verdict.reason}")
@@ -261,15 +263,17 @@ def _evaluate(nodes, jobs, split: SampleSplit, judge, candidate_dir: Path, activ
     from slurm_advisor.retrain.evaluate import PRIOR, holdout_mape, replay_jct
 
     def prior(model_dir: Path | None) -> float | None:  # None: the judge is the prior itself
-        return None if judge.model is PRIOR.model else replay_jct(nodes, jobs, PRIOR, model_dir, seed)
+        if judge.model is PRIOR.model:
+            return None
+        return replay_jct(nodes, jobs, PRIOR, model_dir, seed, holds=settings.holds)
 
     baseline = replay_jct(nodes, jobs, judge, None, seed)
-    candidate = Scores(replay_jct(nodes, jobs, judge, candidate_dir, seed), holdout_mape(candidate_dir, split.holdout),
-                       prior(candidate_dir))
+    candidate = Scores(replay_jct(nodes, jobs, judge, candidate_dir, seed, holds=settings.holds),
+                       holdout_mape(candidate_dir, split.holdout), prior(candidate_dir))
     name, incumbent = "slurm-default", Scores(baseline, None, prior(None))
     if active is not None:
         try:
-            incumbent = Scores(replay_jct(nodes, jobs, judge, Path(active.directory), seed),
+            incumbent = Scores(replay_jct(nodes, jobs, judge, Path(active.directory), seed, holds=settings.holds),
                                holdout_mape(Path(active.directory), split.holdout), prior(Path(active.directory)))
             name = f"the active model {active.version}"
         except InputError as exc:  # a broken active model: the candidate must beat Slurm's own rule
