@@ -57,7 +57,9 @@ def record(slurm: Slurm, seed: int) -> Case:
     boot = datetime.fromisoformat(config_value("BOOT_TIME")).timestamp()
     return Case(run(["scontrol", "--version"]).strip(), config_value("SchedulerParameters"), epoch.timestamp(),
                 recorded, tuple(st for _, st, _ in since), tuple(en for _, _, en in since),
-                tuple(v.state for v in views), seed, {"slurmctld_boot_s": boot, "job_ids": ids})
+                tuple(v.state for v in views), seed, {"slurmctld_boot_s": boot, "job_ids": ids,
+                 "allocations": [{n: [r.cpus, r.gpus] for n, r in sorted(v.allocation.items())}
+                                 for v in views]})
 
 
 def score(paths: list[str], verbose: bool) -> list[dict]:
