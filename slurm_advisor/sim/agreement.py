@@ -113,10 +113,11 @@ class Case:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
 
-def scheduler_config(parameters: str, epoch_s: float) -> SchedulerConfig:
-    """The simulator's settings for a SchedulerParameters string (bf_* options it models)."""
+def scheduler_config(parameters: str, epoch_s: float, boot_s: float = 0.0) -> SchedulerConfig:
+    """The simulator's settings for a SchedulerParameters string (the bf_* options it models),
+    the first submission's and slurmctld's start's wall-clock times."""
     opts = dict(p.partition("=")[::2] for p in parameters.split(",") if p)
-    kw = {"epoch_s": epoch_s}
+    kw = {"epoch_s": epoch_s, "timelimit_phase_s": boot_s}
     for name, key, scale in (("bf_interval", "bf_interval_s", 1.0), ("bf_resolution", "bf_resolution_s", 1.0),
                              ("bf_window", "bf_window_s", 60.0)):
         if opts.get(name):
@@ -126,13 +127,19 @@ def scheduler_config(parameters: str, epoch_s: float) -> SchedulerConfig:
     return SchedulerConfig(**kw)
 
 
-def replay(case: Case, nodes: tuple[Node, ...] = TESTBED) -> list[float]:
-    """The simulator's start of each submission, in seconds since the first."""
+def case_config(case: Case) -> SchedulerConfig:
+    """The settings the case's slurmctld ran with."""
+    return scheduler_config(case.scheduler_parameters, case.epoch_s, case.notes.get("slurmctld_boot_s", 0.0))
+
+
+def replay(case: Case, nodes: tuple[Node, ...] = TESTBED, config: SchedulerConfig | None = None) -> list[float]:
+    """The simulator's start of each submission, in seconds since the first (with the case's
+    settings unless ``config``)."""
     jobs = [Job(f"j{i}", "sleep", 0, s.tasks, Resources(), Resources(s.cpus, s.gpus, s.cpus * MEM_PER_CPU),
                 iterations=s.sleep_s + PICKUP_S, submit_time=sub, time_limit_s=60.0 * s.minutes)
             for i, (s, sub) in enumerate(zip(case.submissions, _submits(case)))]
     result = Simulation(nodes, jobs, Advisor(make_policy("slurm-default")), ConstantSpeed(),
-                        scheduler=scheduler_config(case.scheduler_parameters, case.epoch_s)).run()
+                        scheduler=config or case_config(case)).run()
     starts = {r.job_id: r.start for r in result.records}
     return [starts[f"j{i}"] for i in range(len(jobs))]
 

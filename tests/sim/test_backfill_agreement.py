@@ -1,0 +1,82 @@
+"""Schedules recorded on the real Slurm 22.05 testbed, replayed in the simulator (issue 42).
+
+Each file in backfill_cases/ is one workload of ``slurm_advisor/sim/agreement.py`` (development
+seeds 101-107) as ``benchmarks/backfill_agreement.py record`` ran it on .ci/slurm-testbed.sh
+(bf_interval=1, bf_resolution=1): the submissions, Slurm's starts and ends, slurmctld's start.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from slurm_advisor.advisor import Advisor
+from slurm_advisor.domain import Job, Node, Resources
+from slurm_advisor.policies import make_policy
+from slurm_advisor.sim import agreement
+from slurm_advisor.sim.agreement import Case, replay
+from slurm_advisor.sim.engine import Simulation
+from slurm_advisor.sim.scheduler import SchedulerConfig
+from slurm_advisor.speedmodels.constant import ConstantSpeed
+
+CASES = Path(__file__).with_name("backfill_cases")
+#: Slurm's will-run picks other nodes for a wide job's reservation than the simulator's cons_tres
+#: does on some states (seed 103 at 99-107 s: j8's plan moves between n[1-3], n[1-4] and
+#: n[1-2,4] with no event between), so small jobs backfill in Slurm on nodes the simulator
+#: holds for the wide job (j18: Slurm 110 s, simulated 207 s). Not understood yet.
+NODE_CHOICE = {"slurm-22.05-seed103"}
+
+
+def case(name: str) -> Case:
+    return Case.load(CASES / f"{name}.json")
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in CASES.glob("*.json")))
+def test_recorded_case_agrees_with_slurm(name: str) -> None:
+    if name in NODE_CHOICE:
+        pytest.xfail("Slurm's will-run node choice for reservations (see NODE_CHOICE)")
+    c = case(name)
+    a = agreement.agreement(c, replay(c))
+    assert a.ratio <= 0.10 and a.in_order >= 0.95, a
+
+
+def test_a_job_past_its_limit_is_ended_at_slurmctlds_next_check() -> None:
+    # seed 105: j10 (20 tasks, 1 min) started at 100 s, passed its limit at 160 s and was ended
+    # at 170 s, at the check 30 s after slurmctld's start; j13 (16 tasks) waited for it and
+    # started at 170 s in Slurm, j14 after j13. Ended at its limit, they start 10 s early.
+    c = case("slurm-22.05-seed105")
+    assert c.states[10] == "TIMEOUT" and c.ends[10] == 170
+    assert (c.epoch_s + c.ends[10] - c.notes["slurmctld_boot_s"]) % 30 == 0
+    starts = replay(c)
+    assert [round(starts[j] - c.starts[j]) for j in (10, 13, 14)] == [0, 0, 0], starts
+    at_limit = _replay_with(c, timelimit_check_s=0.0)
+    assert [round(at_limit[j] - c.starts[j]) for j in (10, 13, 14)] == [0, -10, -10], at_limit
+
+
+def test_a_job_that_finishes_between_its_limit_and_the_check_completes() -> None:
+    # seed 101: j8 (1 task, sleep 80 s, 1 min) started at 53 s; its limit passed at 113 s,
+    # the checks came at 110 and 140 s, so it ended by itself at 133 s (Slurm still calls it
+    # TIMEOUT: it ended past its limit)
+    c = case("slurm-22.05-seed101")
+    assert (c.starts[8], c.ends[8], c.states[8]) == (53, 133, "TIMEOUT")
+    nodes = tuple(Node(f"n{i}", 8, 4, 32_000) for i in range(1, 5))
+    job = Job("j", "sleep", 0, 1, Resources(), Resources(1, 0, 1000), 80.0, time_limit_s=60.0)
+    config = SchedulerConfig(bf_interval_s=1.0, epoch_s=c.epoch_s + 53,
+                             timelimit_phase_s=c.notes["slurmctld_boot_s"])
+    (record,) = Simulation(nodes, [job], Advisor(make_policy("slurm-default")), ConstantSpeed(),
+                           scheduler=config).run().records
+    assert (record.end, record.state) == (80.0, "COMPLETED")
+
+
+@pytest.mark.parametrize(("epoch", "phase", "deadline", "killed"),
+                         [(0.0, 0.0, 60.0, 60.0), (0.0, 0.0, 61.0, 90.0), (100.0, 95.0, 60.0, 85.0),
+                          (7.0, 0.0, 0.5, 23.0)])
+def test_the_limit_check_runs_every_30_s_from_slurmctlds_start(epoch, phase, deadline, killed) -> None:
+    config = SchedulerConfig(epoch_s=epoch, timelimit_phase_s=phase)
+    assert config.killed_at(deadline) == pytest.approx(killed)
+    assert SchedulerConfig(timelimit_check_s=0).killed_at(deadline) == deadline
+
+
+def _replay_with(c: Case, **changes) -> list[float]:
+    return replay(c, config=dataclasses.replace(agreement.case_config(c), **changes))
