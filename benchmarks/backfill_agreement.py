@@ -55,9 +55,10 @@ def record(slurm: Slurm, seed: int) -> Case:
     recorded = tuple(Submission(s.tasks, s.cpus, s.gpus, s.sleep_s, s.minutes, sub)
                      for s, (sub, _, _) in zip(subs, since))
     boot = datetime.fromisoformat(config_value("BOOT_TIME")).timestamp()
+    kill_wait = float(config_value("KillWait").split()[0])
     return Case(run(["scontrol", "--version"]).strip(), config_value("SchedulerParameters"), epoch.timestamp(),
                 recorded, tuple(st for _, st, _ in since), tuple(en for _, _, en in since),
-                tuple(v.state for v in views), seed, {"slurmctld_boot_s": boot, "job_ids": ids,
+                tuple(v.state for v in views), seed, {"slurmctld_boot_s": boot, "kill_wait_s": kill_wait, "job_ids": ids,
                  "allocations": [{n: [r.cpus, r.gpus] for n, r in sorted(v.allocation.items())}
                                  for v in views]})
 

@@ -31,6 +31,7 @@ from slurm_advisor.speedmodels.constant import ConstantSpeed
 #: .ci/slurm-testbed.sh: 4 nodes, 8 CPUs, 4 (fake) GPUs and 32000 MB each; DefMemPerCPU=1000.
 TESTBED = tuple(Node(f"n{i}", 8, 4, 32_000) for i in range(1, 5))
 MEM_PER_CPU = 1000
+TESTBED_KILL_WAIT_S = 2.0  # its slurm.conf's KillWait
 SIMULTANEOUS_S = 3.0
 #: Seconds a job holds its CPUs beyond its sleep (launch and teardown; see
 #: tests/integration/test_slurm_backfill.py): half a second keeps off Slurm's whole seconds.
@@ -113,11 +114,12 @@ class Case:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
 
-def scheduler_config(parameters: str, epoch_s: float, boot_s: float = 0.0) -> SchedulerConfig:
+def scheduler_config(parameters: str, epoch_s: float, boot_s: float = 0.0,
+                     kill_wait_s: float = TESTBED_KILL_WAIT_S) -> SchedulerConfig:
     """The simulator's settings for a SchedulerParameters string (the bf_* options it models),
-    the first submission's and slurmctld's start's wall-clock times."""
+    the first submission's and slurmctld's start's wall-clock times, and KillWait."""
     opts = dict(p.partition("=")[::2] for p in parameters.split(",") if p)
-    kw = {"epoch_s": epoch_s, "timelimit_phase_s": boot_s}
+    kw = {"epoch_s": epoch_s, "timelimit_phase_s": boot_s, "kill_wait_s": kill_wait_s}
     for name, key, scale in (("bf_interval", "bf_interval_s", 1.0), ("bf_resolution", "bf_resolution_s", 1.0),
                              ("bf_window", "bf_window_s", 60.0)):
         if opts.get(name):
@@ -129,7 +131,8 @@ def scheduler_config(parameters: str, epoch_s: float, boot_s: float = 0.0) -> Sc
 
 def case_config(case: Case) -> SchedulerConfig:
     """The settings the case's slurmctld ran with."""
-    return scheduler_config(case.scheduler_parameters, case.epoch_s, case.notes.get("slurmctld_boot_s", 0.0))
+    return scheduler_config(case.scheduler_parameters, case.epoch_s, case.notes.get("slurmctld_boot_s", 0.0),
+                            case.notes.get("kill_wait_s", TESTBED_KILL_WAIT_S))
 
 
 def replay(case: Case, nodes: tuple[Node, ...] = TESTBED, config: SchedulerConfig | None = None) -> list[float]:

@@ -206,7 +206,7 @@ class Simulation:
         and will-run's batches of ending jobs, and so the plans, can differ."""
         plan = BackfillPass(self.snapshot.layout, self.snapshot.free_array(), self._ends, now,
                             self.config.bf_window_s, self.config.bf_resolution_s, self.config.epoch_s,
-                            memo=self._choices)
+                            memo=self._choices, kill_wait_s=self.config.kill_wait_s)
         touched: set[str] = set()
         unplanned: list[Job] = []
         # Within a pass the room only shrinks (jobs start, reservations are added) and a longer

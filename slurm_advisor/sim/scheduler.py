@@ -62,6 +62,8 @@ class SchedulerConfig:
     timelimit_check_s: float = 30.0
     #: The wall-clock time (Unix seconds) of one such check: slurmctld's start (BOOT_TIME).
     timelimit_phase_s: float = 0.0
+    #: KillWait (default 30 s): backfill plans a job past its limit to end this long after it.
+    kill_wait_s: float = 30.0
     #: Run a backfill pass at every tick while jobs wait, changed or not: the plain schedule
     #: that the skip of unchanged passes is tested against (slower, same results).
     every_tick: bool = False
@@ -86,6 +88,8 @@ class SchedulerConfig:
         if not (self.timelimit_check_s >= 0 and math.isfinite(self.timelimit_check_s)
                 and math.isfinite(self.timelimit_phase_s)):
             raise ValueError("timelimit_check_s must be a non-negative number of seconds, its phase finite")
+        if not (self.kill_wait_s >= 0 and math.isfinite(self.kill_wait_s)):
+            raise ValueError("kill_wait_s must be a non-negative number of seconds")
         if not self.limit_factor >= 1:
             raise ValueError("limit_factor must be at least 1 (a limit below the run time kills every job)")
 

@@ -80,3 +80,24 @@ def test_the_limit_check_runs_every_30_s_from_slurmctlds_start(epoch, phase, dea
 
 def _replay_with(c: Case, **changes) -> list[float]:
     return replay(c, config=dataclasses.replace(agreement.case_config(c), **changes))
+
+
+@pytest.mark.parametrize(("kill_wait", "c_start"), [(30.0, 66.0), (2.0, 100.0)])
+def test_backfill_plans_a_job_past_its_limit_to_end_killwait_after_it(kill_wait, c_start) -> None:
+    # A (all of n1, limit 65 s) runs on past its limit until the check at 90 s. B (12 CPUs) waits
+    # for n1 and n2; will-run plans it at A's end as _guess_job_end gives it: the limit +
+    # KillWait, never before now + 1 s. C (4 CPUs on n2, 20 s) arrives at 66 s: it backfills if
+    # it ends before B's planned start (65 + 30 s); with KillWait 2 s (plan at now + 1 s) it
+    # waits for A's end at the check, and then for B, which starts there (90-100 s).
+    nodes = (Node("n1", 8, 0, 32_000), Node("n2", 8, 0, 32_000))
+    cpus = Resources(1, 0, 1000)
+    jobs = [Job("a", "t", 0, 8, Resources(), cpus, 200.0, time_limit_s=65.0),
+            Job("d", "t", 0, 4, Resources(), cpus, 300.0, time_limit_s=600.0),
+            Job("b", "t", 0, 12, Resources(), cpus, 10.0, submit_time=1.0, time_limit_s=60.0),
+            Job("c", "t", 0, 4, Resources(), cpus, 5.0, submit_time=66.0, time_limit_s=20.0)]
+    config = SchedulerConfig(bf_interval_s=1.0, bf_resolution_s=1.0, kill_wait_s=kill_wait)
+    records = Simulation(nodes, jobs, Advisor(make_policy("slurm-default")), ConstantSpeed(),
+                         scheduler=config).run().records
+    got = {r.job_id: (r.start, r.end, r.state) for r in records}
+    assert got["a"] == (0.0, 90.0, "TIMEOUT")
+    assert got["c"][0] == c_start
