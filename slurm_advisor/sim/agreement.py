@@ -33,6 +33,11 @@ TESTBED = tuple(Node(f"n{i}", 8, 4, 32_000) for i in range(1, 5))
 MEM_PER_CPU = 1000
 TESTBED_KILL_WAIT_S = 2.0  # its slurm.conf's KillWait
 SIMULTANEOUS_S = 3.0
+MODELLED_PARAMETERS = frozenset({"bf_interval", "bf_resolution", "bf_window", "bf_max_job_test"})
+#: Options that move Slurm's passes by fractions of a second or only under load (lock yields,
+#: RPC throttling) on a queue this small: ignored.
+TIMING_PARAMETERS = frozenset({"batch_sched_delay", "sched_min_interval", "bf_yield_interval", "bf_yield_sleep",
+                               "max_rpc_cnt", "bf_continue"})
 #: Seconds a job holds its CPUs beyond its sleep (launch and teardown; see
 #: tests/integration/test_slurm_backfill.py): half a second keeps off Slurm's whole seconds.
 PICKUP_S = 0.5
@@ -119,6 +124,10 @@ def scheduler_config(parameters: str, epoch_s: float, boot_s: float = 0.0,
     """The simulator's settings for a SchedulerParameters string (the bf_* options it models),
     the first submission's and slurmctld's start's wall-clock times, and KillWait."""
     opts = dict(p.partition("=")[::2] for p in parameters.split(",") if p)
+    unknown = sorted(set(opts) - MODELLED_PARAMETERS - TIMING_PARAMETERS)
+    if unknown:
+        raise ValueError(f"SchedulerParameters {', '.join(unknown)} not modelled; the simulator models "
+                         f"{', '.join(sorted(MODELLED_PARAMETERS))} (and ignores {', '.join(sorted(TIMING_PARAMETERS))})")
     kw = {"epoch_s": epoch_s, "timelimit_phase_s": boot_s, "kill_wait_s": kill_wait_s}
     for name, key, scale in (("bf_interval", "bf_interval_s", 1.0), ("bf_resolution", "bf_resolution_s", 1.0),
                              ("bf_window", "bf_window_s", 60.0)):

@@ -12,6 +12,10 @@ Slurm's controller runs two loops (``src/slurmctld/job_scheduler.c`` and
   running job ending at its *time limit*, per node; see sim/backfill.py) if that start lies
   within ``bf_window``.
 
+A job still running at its limit is ended at slurmctld's next time-limit check (every 30 s
+from its start, ``job_time_limit``), not at the limit; until then will-run plans it to end
+KillWait after its limit, never before now + 1 s (``_guess_job_end``).
+
 Slurm runs a backfill pass at every tick while there is work (``_more_work``: a job started,
 ended, was submitted or changed since the last pass, which the main scheduler's periodic
 passes alone see to while jobs wait). The simulator runs one at a tick only when it could

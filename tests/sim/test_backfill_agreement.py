@@ -101,3 +101,13 @@ def test_backfill_plans_a_job_past_its_limit_to_end_killwait_after_it(kill_wait,
     got = {r.job_id: (r.start, r.end, r.state) for r in records}
     assert got["a"] == (0.0, 90.0, "TIMEOUT")
     assert got["c"][0] == c_start
+
+
+def test_the_harness_reads_the_scheduler_parameters_it_models_and_refuses_the_rest() -> None:
+    config = agreement.scheduler_config("bf_interval=2,bf_resolution=5,bf_window=30,bf_max_job_test=7,"
+                                        "batch_sched_delay=0", 100.0, 50.0, 3.0)
+    assert (config.bf_interval_s, config.bf_resolution_s, config.bf_window_s, config.bf_max_job_test) == (
+        2.0, 5.0, 1800.0, 7)
+    assert (config.epoch_s, config.timelimit_phase_s, config.kill_wait_s) == (100.0, 50.0, 3.0)
+    with pytest.raises(ValueError, match="bf_min_age_reserve not modelled"):
+        agreement.scheduler_config("bf_interval=1,bf_min_age_reserve=60", 0.0)
