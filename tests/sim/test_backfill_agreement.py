@@ -1,8 +1,9 @@
 """Schedules recorded on the real Slurm 22.05 testbed, replayed in the simulator (issue 42).
 
 Each file in backfill_cases/ is one workload of ``slurm_advisor/sim/agreement.py`` (development
-seeds 101-107, and the reported seeds 1-6 measured once the fixes were in) as ``benchmarks/backfill_agreement.py record`` ran it on .ci/slurm-testbed.sh
-(bf_interval=1, bf_resolution=1): the submissions, Slurm's starts and ends, slurmctld's start.
+seeds 101-108, and the reported seeds 1-6 measured once the fixes were in) as
+``benchmarks/backfill_agreement.py record`` ran it on .ci/slurm-testbed.sh (bf_interval=1,
+bf_resolution=1): the submissions, Slurm's starts, ends and allocations, slurmctld's start.
 """
 from __future__ import annotations
 
