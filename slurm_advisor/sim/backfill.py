@@ -197,8 +197,9 @@ class _NodeSpace:
 class BackfillPass:
     def __init__(self, layout: NodeLayout, free: np.ndarray, ends: RunningEnds, now: float,
                  window_s: float, resolution_s: float = 1.0, epoch_s: float = 0.0,
-                 memo: ChoiceMemo | None = None):
-        """``memo``: choices kept across passes over the same ``layout`` (the simulation's)."""
+                 memo: ChoiceMemo | None = None, kill_wait_s: float = 0.0):
+        """``memo``: choices kept across passes over the same ``layout`` (the simulation's);
+        ``kill_wait_s``: KillWait, which will-run adds to the end of a job past its limit."""
         self.layout, self.now, self.window_s = layout, now, window_s
         self.memo = memo if memo is not None else ChoiceMemo()
         self.resolution, self.epoch = resolution_s, epoch_s
@@ -223,6 +224,8 @@ class BackfillPass:
         # changes within a pass, and queued jobs of one shape ask it on the same nodes.
         self._will_runs: dict[tuple, tuple[float, np.ndarray] | None] = {}
         self._unmapped = False   # a plan past the map's last record (the window's end, rounded)
+        self.kill_wait = kill_wait_s
+        self._guessed = False    # a plan behind a job past its limit: it moves with time
 
     def _floor(self, t: float) -> float:
         """``t`` rounded down to ``bf_resolution`` on the wall clock."""
@@ -280,6 +283,8 @@ class BackfillPass:
         a plan refused past it, or past the map's last record, and the counts' candidates
         beyond it. A job planned at now (the advisor declined it) is the exception: its plan
         moves with time (see sim/scheduler.py)."""
+        if self._guessed:  # now + 1 s: re-planned at every pass, as Slurm does
+            return math.nextafter(self.now, math.inf)
         if not (self.reservations or self._no_start or self._beyond < math.inf):
             return math.inf
         last = self.space.end[-1]
@@ -366,9 +371,18 @@ class BackfillPass:
                 window *= 2
             found = self._choose(np.where(usable[:, None], future, 0), job, max_nodes)
             if found is not None:
-                return float(ends[last]), found
+                return self._guess_end(float(ends[last])), found
             k += 1
         return None
+
+    def _guess_end(self, end: float) -> float:
+        """``_guess_job_end`` (cons_common/job_test.c): a job still running past its limit
+        (slurmctld ends it at its next limit check) is planned to end KillWait after the
+        limit, and never before now + 1 s (OverTimeLimit=0)."""
+        if end > self.now:
+            return end
+        self._guessed = True
+        return max(end + self.kill_wait, self.now + 1.0)
 
     def _choose(self, room: np.ndarray, job: Job, max_nodes: int | None) -> np.ndarray | None:
         return self.memo.choose(self.layout, room, job, max_nodes)

@@ -4,8 +4,8 @@ Jobs arrive and wait in Slurm's order; Slurm's two scheduling loops (``sim/sched
 decide *when* a job may start — the main pass at every arrival and end, a backfill pass
 (``sim/backfill.py``) at every ``bf_interval`` tick at which it could decide otherwise than
 the last one — and the advisor
-decides *where*. A job keeps its nodes until it completes or reaches its time limit (Slurm
-ends it there: state TIMEOUT), and runs at the speed the ground truth gives it; whenever a
+decides *where*. A job keeps its nodes until it completes or Slurm ends it past its time limit
+(at its next time-limit check: state TIMEOUT), and runs at the speed the ground truth gives it; whenever a
 neighbour arrives or leaves, the speeds of the jobs it touches are recomputed. One clock,
 owned here; one seeded generator, passed to the advisor.
 """
@@ -49,6 +49,7 @@ class _Progress:
     running: RunningJob
     remaining: float      # iterations left at time `last`
     deadline: float       # start + time limit
+    killed_at: float      # when Slurm ends it if it still runs then (its first time-limit check)
     speed: float = 0.0
     last: float = 0.0
     version: int = 0
@@ -205,7 +206,7 @@ class Simulation:
         and will-run's batches of ending jobs, and so the plans, can differ."""
         plan = BackfillPass(self.snapshot.layout, self.snapshot.free_array(), self._ends, now,
                             self.config.bf_window_s, self.config.bf_resolution_s, self.config.epoch_s,
-                            memo=self._choices)
+                            memo=self._choices, kill_wait_s=self.config.kill_wait_s)
         touched: set[str] = set()
         unplanned: list[Job] = []
         # Within a pass the room only shrinks (jobs start, reservations are added) and a longer
@@ -321,8 +322,9 @@ class Simulation:
     def _track(self, rj: RunningJob, deadline: float, remaining: float, now: float) -> None:
         """Follow a job running on the snapshot: its progress, its limit, its nodes."""
         job_id = rj.job.id
-        self._progress[job_id] = _Progress(rj, remaining, deadline, last=now)
-        self._push(deadline, _DEADLINE, job_id, 0)
+        killed_at = self.config.killed_at(deadline)
+        self._progress[job_id] = _Progress(rj, remaining, deadline, killed_at, last=now)
+        self._push(killed_at, _DEADLINE, job_id, 0)
         per_node = rj.placement.demand_per_node(rj.job)
         index = self.snapshot.layout.index
         self._ends.add(job_id, deadline, np.array([index[n] for n in per_node], dtype=np.int64),
@@ -377,7 +379,7 @@ class Simulation:
             prog.speed = speeds[job_id]
             prog.version += 1
             end = prog.expected_end()
-            if end <= prog.deadline:  # otherwise the limit ends it first
+            if end <= prog.killed_at:  # otherwise the limit ends it first
                 self._push(end, _FINISH, job_id, prog.version)
         if self.recorder is not None:
             loads = switch_loads(self.snapshot)  # once for the event's samples

@@ -12,6 +12,10 @@ Slurm's controller runs two loops (``src/slurmctld/job_scheduler.c`` and
   running job ending at its *time limit*, per node; see sim/backfill.py) if that start lies
   within ``bf_window``.
 
+A job still running at its limit is ended at slurmctld's next time-limit check (every 30 s
+from its start, ``job_time_limit``), not at the limit; until then will-run plans it to end
+KillWait after its limit, never before now + 1 s (``_guess_job_end``).
+
 Slurm runs a backfill pass at every tick while there is work (``_more_work``: a job started,
 ended, was submitted or changed since the last pass, which the main scheduler's periodic
 passes alone see to while jobs wait). The simulator runs one at a tick only when it could
@@ -55,6 +59,15 @@ class SchedulerConfig:
     #: its timeouts.
     limit_factor: float = 10.0
     max_time_s: float | None = None  # the partition's MaxTime (None: INFINITE, as in the testbed)
+    #: slurmctld ends a job that passed its limit at its next periodic check, not at the limit:
+    #: ``_slurmctld_background`` (src/slurmctld/controller.c) calls ``job_time_limit()`` every
+    #: PERIODIC_TIMEOUT (30 s) from the controller's start, which ends jobs with ``now >=
+    #: end_time`` (OverTimeLimit=0). A job that finishes before that check completes. 0: at the limit.
+    timelimit_check_s: float = 30.0
+    #: The wall-clock time (Unix seconds) of one such check: slurmctld's start (BOOT_TIME).
+    timelimit_phase_s: float = 0.0
+    #: KillWait (default 30 s): backfill plans a job past its limit to end this long after it.
+    kill_wait_s: float = 30.0
     #: Run a backfill pass at every tick while jobs wait, changed or not: the plain schedule
     #: that the skip of unchanged passes is tested against (slower, same results).
     every_tick: bool = False
@@ -76,6 +89,11 @@ class SchedulerConfig:
             raise ValueError("bf_max_job_test must be at least 1")
         if self.every_tick and self.bf_interval_s == 0:
             raise ValueError("every_tick needs a positive bf_interval_s")
+        if not (self.timelimit_check_s >= 0 and math.isfinite(self.timelimit_check_s)
+                and math.isfinite(self.timelimit_phase_s)):
+            raise ValueError("timelimit_check_s must be a non-negative number of seconds, its phase finite")
+        if not (self.kill_wait_s >= 0 and math.isfinite(self.kill_wait_s)):
+            raise ValueError("kill_wait_s must be a non-negative number of seconds")
         if not self.limit_factor >= 1:
             raise ValueError("limit_factor must be at least 1 (a limit below the run time kills every job)")
 
@@ -83,6 +101,14 @@ class SchedulerConfig:
         """The job's limit in seconds: the one it gives (capped by MaxTime), else the rule."""
         limit = given if given is not None else 60.0 * math.ceil(self.limit_factor * runtime_alone / 60.0)
         return min(limit, self.max_time_s) if self.max_time_s is not None else limit
+
+    def killed_at(self, deadline: float) -> float:
+        """When a job still running at ``deadline`` (its start + limit) is ended: the first
+        time-limit check at or after it."""
+        if self.timelimit_check_s == 0 or not math.isfinite(deadline):
+            return deadline
+        offset = self.epoch_s - self.timelimit_phase_s
+        return math.ceil((deadline + offset) / self.timelimit_check_s) * self.timelimit_check_s - offset
 
     def next_backfill(self, now: float) -> float:
         """The first backfill tick at or after ``now``."""

@@ -304,11 +304,14 @@ def test_a_continued_simulation_refuses_jobs_before_its_state_and_running_jobs_w
         Simulation.continuing(state, {}, [], Advisor(make_policy("slurm-default")), ConstantSpeed())
 
 
-def test_a_running_job_past_its_limit_ends_at_once_when_the_simulation_goes_on() -> None:
+@pytest.mark.parametrize(("check_s", "end"), [(0.0, 100.0), (30.0, 120.0), (45.0, 135.0)])
+def test_a_running_job_past_its_limit_ends_at_the_next_limit_check_when_the_simulation_goes_on(
+        check_s: float, end: float) -> None:
+    # at once with no periodic check; else at slurmctld's next check (every check_s from time 0)
     over = job("over", 0, 1, 100, limit=10)
     state = ClusterSnapshot.empty(tuple(TWO_NODES))
     state = state.with_job(over, SlurmDefaultPolicy().place(state, over), 0.0).at(100.0)
     result = Simulation.continuing(state, {"over": 90.0}, [], Advisor(make_policy("slurm-default")),
-                                   ConstantSpeed()).run()
+                                   ConstantSpeed(), scheduler=SchedulerConfig(timelimit_check_s=check_s)).run()
     (record,) = result.records
-    assert (record.end, record.state) == (100.0, "TIMEOUT")
+    assert (record.end, record.state) == (end, "TIMEOUT")

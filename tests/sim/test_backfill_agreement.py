@@ -1,0 +1,122 @@
+"""Schedules recorded on the real Slurm 22.05 testbed, replayed in the simulator (issue 42).
+
+Each file in backfill_cases/ is one workload of ``slurm_advisor/sim/agreement.py`` (development
+seeds 101-108, and the reported seeds 1-6 measured once the fixes were in) as
+``benchmarks/backfill_agreement.py record`` ran it on .ci/slurm-testbed.sh (bf_interval=1,
+bf_resolution=1): the submissions, Slurm's starts, ends and allocations, slurmctld's start.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from slurm_advisor.advisor import Advisor
+from slurm_advisor.domain import Job, Node, Resources
+from slurm_advisor.policies import make_policy
+from slurm_advisor.sim import agreement
+from slurm_advisor.sim.agreement import Case, replay
+from slurm_advisor.sim.engine import Simulation
+from slurm_advisor.sim.scheduler import SchedulerConfig
+from slurm_advisor.speedmodels.constant import ConstantSpeed
+
+CASES = Path(__file__).with_name("backfill_cases")
+#: Cases where Slurm's will-run put a wide job's reservation on other nodes than the simulator's
+#: cons_tres does, so small jobs backfilled in Slurm on nodes the simulator held (seed 103: j18
+#: at 110 s in Slurm, 207 s simulated; seeds 3 and 5, the reported ones, likewise). The cause,
+#: found in slurmctld's SelectType log of seed 106 run again: ``_can_job_run_on_node``
+#: (cons_tres/job_test.c:3420, 22.05) writes a GPU job's "co-located GPUs" byte into the node's
+#: global ``sched_weight``, and only ``select_nodes`` (node_scheduler.c:1517) resets it, not
+#: backfill's will-run; so a CPU-only job's reservation takes the runs of nodes that the last GPU
+#: job evaluated found richest in GPUs (weight 510 against 511), and its plan flips between
+#: passes with no event between. The same workload run twice on Slurm differs as much (seed 106:
+#: 0.02-0.10 of the mean run time between three runs). Not modelled yet.
+NODE_CHOICE = {"slurm-22.05-seed103", "slurm-22.05-seed3", "slurm-22.05-seed5"}
+
+
+def case(name: str) -> Case:
+    return Case.load(CASES / f"{name}.json")
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in CASES.glob("*.json")))
+def test_recorded_case_agrees_with_slurm(name: str) -> None:
+    c = case(name)
+    a = agreement.agreement(c, replay(c))
+    meets = a.ratio <= 0.10 and a.in_order >= 0.95
+    if name in NODE_CHOICE:
+        assert not meets, f"{name} agrees now: take it out of NODE_CHOICE"
+        pytest.xfail("Slurm's node weights left by GPU jobs (see NODE_CHOICE)")
+    assert meets, a
+
+
+def test_a_job_past_its_limit_is_ended_at_slurmctlds_next_check() -> None:
+    # seed 105: j10 (20 tasks, 1 min) started at 100 s, passed its limit at 160 s and was ended
+    # at 170 s, at the check 30 s after slurmctld's start; j13 (16 tasks) waited for it and
+    # started at 170 s in Slurm, j14 after j13. Ended at its limit, they start 10 s early.
+    c = case("slurm-22.05-seed105")
+    assert c.states[10] == "TIMEOUT" and c.ends[10] == 170
+    assert (c.epoch_s + c.ends[10] - c.notes["slurmctld_boot_s"]) % 30 == 0
+    starts = replay(c)
+    assert [round(starts[j] - c.starts[j]) for j in (10, 13, 14)] == [0, 0, 0], starts
+    at_limit = _replay_with(c, timelimit_check_s=0.0)
+    assert [round(at_limit[j] - c.starts[j]) for j in (10, 13, 14)] == [0, -10, -10], at_limit
+
+
+def test_a_job_that_finishes_between_its_limit_and_the_check_completes() -> None:
+    # seed 101: j8 (1 task, sleep 80 s, 1 min) started at 53 s; its limit passed at 113 s,
+    # the checks came at 110 and 140 s, so it ended by itself at 133 s (Slurm still calls it
+    # TIMEOUT: it ended past its limit)
+    c = case("slurm-22.05-seed101")
+    assert (c.starts[8], c.ends[8], c.states[8]) == (53, 133, "TIMEOUT")
+    nodes = tuple(Node(f"n{i}", 8, 4, 32_000) for i in range(1, 5))
+    job = Job("j", "sleep", 0, 1, Resources(), Resources(1, 0, 1000), 80.0, time_limit_s=60.0)
+    config = SchedulerConfig(bf_interval_s=1.0, epoch_s=c.epoch_s + 53,
+                             timelimit_phase_s=c.notes["slurmctld_boot_s"])
+    (record,) = Simulation(nodes, [job], Advisor(make_policy("slurm-default")), ConstantSpeed(),
+                           scheduler=config).run().records
+    assert (record.end, record.state) == (80.0, "COMPLETED")
+
+
+@pytest.mark.parametrize(("epoch", "phase", "deadline", "killed"),
+                         [(0.0, 0.0, 60.0, 60.0), (0.0, 0.0, 61.0, 90.0), (100.0, 95.0, 60.0, 85.0),
+                          (7.0, 0.0, 0.5, 23.0)])
+def test_the_limit_check_runs_every_30_s_from_slurmctlds_start(epoch, phase, deadline, killed) -> None:
+    config = SchedulerConfig(epoch_s=epoch, timelimit_phase_s=phase)
+    assert config.killed_at(deadline) == pytest.approx(killed)
+    assert SchedulerConfig(timelimit_check_s=0).killed_at(deadline) == deadline
+
+
+def _replay_with(c: Case, **changes) -> list[float]:
+    return replay(c, config=dataclasses.replace(agreement.case_config(c), **changes))
+
+
+@pytest.mark.parametrize(("kill_wait", "c_start"), [(30.0, 66.0), (2.0, 100.0)])
+def test_backfill_plans_a_job_past_its_limit_to_end_killwait_after_it(kill_wait, c_start) -> None:
+    # A (all of n1, limit 65 s) runs on past its limit until the check at 90 s. B (12 CPUs) waits
+    # for n1 and n2; will-run plans it at A's end as _guess_job_end gives it: the limit +
+    # KillWait, never before now + 1 s. C (4 CPUs on n2, 20 s) arrives at 66 s: it backfills if
+    # it ends before B's planned start (65 + 30 s); with KillWait 2 s (plan at now + 1 s) it
+    # waits for A's end at the check, and then for B, which starts there (90-100 s).
+    nodes = (Node("n1", 8, 0, 32_000), Node("n2", 8, 0, 32_000))
+    cpus = Resources(1, 0, 1000)
+    jobs = [Job("a", "t", 0, 8, Resources(), cpus, 200.0, time_limit_s=65.0),
+            Job("d", "t", 0, 4, Resources(), cpus, 300.0, time_limit_s=600.0),
+            Job("b", "t", 0, 12, Resources(), cpus, 10.0, submit_time=1.0, time_limit_s=60.0),
+            Job("c", "t", 0, 4, Resources(), cpus, 5.0, submit_time=66.0, time_limit_s=20.0)]
+    config = SchedulerConfig(bf_interval_s=1.0, bf_resolution_s=1.0, kill_wait_s=kill_wait)
+    records = Simulation(nodes, jobs, Advisor(make_policy("slurm-default")), ConstantSpeed(),
+                         scheduler=config).run().records
+    got = {r.job_id: (r.start, r.end, r.state) for r in records}
+    assert got["a"] == (0.0, 90.0, "TIMEOUT")
+    assert got["c"][0] == c_start
+
+
+def test_the_harness_reads_the_scheduler_parameters_it_models_and_refuses_the_rest() -> None:
+    config = agreement.scheduler_config("bf_interval=2,bf_resolution=5,bf_window=30,bf_max_job_test=7,"
+                                        "batch_sched_delay=0", 100.0, 50.0, 3.0)
+    assert (config.bf_interval_s, config.bf_resolution_s, config.bf_window_s, config.bf_max_job_test) == (
+        2.0, 5.0, 1800.0, 7)
+    assert (config.epoch_s, config.timelimit_phase_s, config.kill_wait_s) == (100.0, 50.0, 3.0)
+    with pytest.raises(ValueError, match="bf_min_age_reserve not modelled"):
+        agreement.scheduler_config("bf_interval=1,bf_min_age_reserve=60", 0.0)
