@@ -163,6 +163,9 @@ class Daemon:
             # In this thread, not the first request's: e.g. the running jobs' expected ends a hold
             # check reads (~0.2 s cold at 10,000 nodes), after a start, a model swap, new jobs.
             self.service.advisor.warm(snapshot)
+            canary = self.service.canary
+            if canary is not None:  # its share of the requests must not pay a cold cache either
+                canary.advisor.warm(snapshot)
         self._heap.after_refresh()  # last: what the warm-up cached is frozen with the rest
         if self.ready is not None:
             self.ready.changed()
