@@ -29,6 +29,8 @@ def run_canary(store, models_dir: Path, rules: CanaryRules, log) -> dict:
         data = (store.load_decisions(limit=DECISIONS_READ), store.load_reports(), store.load_outcomes())
         if canary is not None:
             return _decide_canary(store, models_dir, canary, active, data, rules, log)
+        if modelsdir.canary_version(models_dir) is not None:  # promoted or retired by hand: the pointer follows
+            modelsdir.point_canary(models_dir, None)
         if active is None or active.promoted_at is None:
             return {"judged": None, "state": "idle", "reason": "no canary runs and no model is promoted"}
         verdict = watch_active(*data, active.version, active.promoted_at, rules)

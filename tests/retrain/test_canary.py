@@ -188,3 +188,12 @@ def test_a_measured_regression_after_promotion_rolls_the_model_back(registry):
         assert store.model_history()[-1].action == "regression"
     assert summary["state"] == "rollback" and summary["against"] == "slurm's own placements"
     assert modelsdir.active_version(models) == modelsdir.DEFAULT
+
+
+def test_a_canary_promoted_by_hand_loses_its_pointer_at_the_next_step(registry):
+    db, models, _, canary = registry
+    with Store.open(db, create=False) as store:
+        store.activate(canary, "promote", note="by hand")
+        modelsdir.point_active(models, canary)
+        summary = run_canary(store, models, RULES, lambda line: None)
+    assert modelsdir.canary_version(models) is None and summary["judged"] == canary  # now watched as the active one
