@@ -324,8 +324,31 @@ def shadow(db, config_file, as_json, cluster, since) -> None:
     with _store(config) as store:
         observed = views.scan_decisions(store, lambda d: d.mode == "observe" and bool(d.would),
                                         since=views.parse_since(since))
-        data = run(store, _judge(store, config, cluster), observed)
+        data = run(store, _judge_of_decision(store, config, cluster), observed)
     _emit(as_json, data, lambda: _shadow_text(data))
+
+
+def _judge_of_decision(store, config: DaemonConfig, cluster: Path | None):
+    """The judge with the speed model of the model that made each decision (registered, or the
+    daemon's default); the active model's where that one is gone. One judge per model."""
+    from slurm_advisor.cli.admin_explain import make_judge
+    from slurm_advisor.retrain.modelsdir import model_version
+
+    nodes, judges, default = _nodes(config, cluster), {}, model_version(config.model)
+
+    def judge_of(decision):
+        version = decision.model_version
+        if version not in judges:
+            record = store.model(version) if version else None
+            if record is not None and Path(record.directory).is_dir():
+                judges[version] = make_judge(nodes, Path(record.directory), f"model {version}, which decided")
+            elif version is not None and version == default:
+                judges[version] = make_judge(nodes, config.model, f"model {version} (the default), which decided")
+            else:
+                judges[version] = _judge(store, config, cluster)
+        return judges[version]
+
+    return judge_of
 
 
 def _shadow_text(d: dict[str, Any]) -> str:
@@ -334,7 +357,8 @@ def _shadow_text(d: dict[str, Any]) -> str:
               f"placement known, {d['placed_differently']} of them placed differently by the advisor"),
              ("predicted speed-up of the advisor's layouts where they differ (geometric mean): "
               f"{'-' if speedup is None else f'{speedup:.3f}x'} ({d['speed_model']}, {d['cluster_view']})"),
-             f"jobs with measured speeds: {d['measured_jobs']}"]
+             f"jobs with measured speeds: {d['measured_jobs']}",
+             f"cannot know: {d['cannot_know']}"]
     lines.append(views.table(("decision", "job", "type", "advisor nodes", "slurm nodes", "pred. advisor",
                               "pred. slurm", "speed-up", "measured it/s"),
                              [(r["decision"], r["job_id"], r["job_type"], ",".join(r["advisor_nodes"]),

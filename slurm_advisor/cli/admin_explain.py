@@ -1,5 +1,5 @@
 """`explain` and `shadow`: a decision's placement, Slurm's, and the alternatives, under the active
-model's speed model.
+model's speed model (`shadow`: under the speed model of the model that made each decision).
 
 The daemon does not store the cluster snapshot a decision saw (it would cost every request a
 copy of the cluster). So a decision is judged again on the **empty** cluster of the site's nodes
@@ -12,6 +12,7 @@ them.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,17 @@ class Judge:
         """A recorded (role, node) layout as it stands."""
         placement = Placement(job.id, tuple(TaskAssignment(Role(r), n) for r, n in tasks)) if tasks else None
         return self._judged(name, job, placement)
+
+    def kinds(self, nodes) -> list[tuple]:
+        """The nodes as their kinds (CPUs, GPUs, memory, switch), sorted: equal for layouts that
+        differ only by interchangeable nodes (a node this view lacks is its own kind)."""
+        return sorted(self._kind(name) for name in nodes)
+
+    def _kind(self, name: str) -> tuple:
+        if name not in self.snapshot.layout.index:
+            return (name,)
+        n = self.snapshot.node(name)
+        return (n.cpus, n.gpus, n.mem_mb, n.switch or "")
 
     def on_nodes(self, name: str, job: Job, nodes: tuple[str, ...]) -> Judged:
         """Slurm's layout of ``job`` on the node set ``nodes`` (where Slurm put it)."""
@@ -155,24 +167,30 @@ def explain(store, judge: Judge, key: str) -> dict[str, Any]:
     return out
 
 
-def shadow(store, judge: Judge, decisions: list[Decision]) -> dict[str, Any]:
+def shadow(store, judge_of: Callable[[Decision], Judge], decisions: list[Decision]) -> dict[str, Any]:
     """Observe-mode evidence: for each decision whose job Slurm started, the advisor's layout vs
-    Slurm's, their predicted speeds, and what the job reported."""
+    Slurm's, their predicted speeds by the speed model of the model that made the decision (so a
+    promotion since does not change the figure), and what the job reported. Layouts that differ
+    only by nodes of the same kind (CPUs, GPUs, memory, switch) are the same layout: the judge
+    predicts them alike on its empty cluster."""
     from slurm_advisor.cli.admin_views import outcomes_by_decision
 
     outcomes = outcomes_by_decision(store)
-    rows, unlinked = [], 0
+    rows, unlinked, models = [], 0, set()
     for decision in decisions:
         outcome = outcomes.get(decision.id)
         if outcome is None or not outcome.nodes:
             unlinked += 1
             continue
+        judge = judge_of(decision)
+        models.add(judge.model)
         job = rebuild_job(decision)
         advisor = judge.layout("advisor", job, decision.would or decision.layout)
         slurm = judge.on_nodes("slurm", job, outcome.nodes)
         speedup = advisor.predicted / slurm.predicted if advisor.predicted and slurm.predicted else None
         rows.append({"decision": decision.id, "job_id": outcome.job_id, "job_type": job.type,
-                     "differs": set(advisor.nodes) != set(outcome.nodes), "advisor_nodes": list(advisor.nodes),
+                     "differs": judge.kinds(advisor.nodes) != judge.kinds(outcome.nodes),
+                     "advisor_nodes": list(advisor.nodes),
                      "slurm_nodes": list(outcome.nodes), "advisor_predicted": advisor.predicted,
                      "slurm_predicted": slurm.predicted, "predicted_speedup": speedup,
                      "measured": measured(store, outcome.job_id)})
@@ -181,5 +199,7 @@ def shadow(store, judge: Judge, decisions: list[Decision]) -> dict[str, Any]:
     return {"decisions": len(decisions), "with_slurm_placement": len(rows), "without_slurm_placement": unlinked,
             "placed_differently": len(differ),
             "geomean_predicted_speedup": float(np.exp(np.mean(np.log(speedups)))) if speedups else None,
-            "measured_jobs": sum(r["measured"] is not None for r in rows), "speed_model": judge.model,
-            "cluster_view": f"empty cluster of {len(judge.snapshot.nodes)} nodes", "jobs": rows}
+            "measured_jobs": sum(r["measured"] is not None for r in rows),
+            "speed_model": "; ".join(sorted(models)) or None,
+            "cluster_view": "the empty cluster (the decision's snapshot is not stored)", "jobs": rows,
+            "cannot_know": "how long each job would have run on the advisor's layout: the speed-up is a prediction"}

@@ -166,6 +166,29 @@ def test_shadow_counts_differently_placed_jobs_and_their_predicted_speedup(site)
     assert "placed differently" in run("shadow", "--config", str(site["config"]))
 
 
+def test_shadow_judges_with_the_model_that_decided_and_counts_swapped_identical_nodes_as_the_same(site):
+    """A decision made by model aaa is judged by aaa's speed model whatever is active later; a
+    layout on gpu02 where Slurm ran gpu03 (same CPUs, GPUs, memory, switch) is no difference."""
+    packer = AdviceService(Advisor(PackPolicy()), express, model_version="aaa")
+    snapshot = ClusterSnapshot.empty(default_cluster())
+    decision = replace(packer.advise(snapshot, fields(workers=1, ps=0), "observe")[1],
+                       would=(("worker", "gpu02"),))
+    with Store.open(str(site["db"])) as store:
+        store.record_decisions([decision])
+        store.record_outcomes([Outcome("504", "COMPLETED", decision.id, 1.0, 2.0, 9.0, ("gpu03",))])
+
+    def shadowed():
+        data = json.loads(run("shadow", "--config", str(site["config"]), "--json", "--since", "1h"))
+        return next(r for r in data["jobs"] if r["decision"] == decision.id), data
+
+    row, data = shadowed()
+    assert row["differs"] is False and "model aaa, which decided" in data["speed_model"]
+    assert "the speed-up is a prediction" in data["cannot_know"]
+    run("models", "promote", "ccc", "--config", str(site["config"]), "--force")
+    again, data = shadowed()
+    assert again == row and "model aaa, which decided" in data["speed_model"]
+
+
 def test_models_list_promote_rollback(site):
     cfg = str(site["config"])
     listed = json.loads(run("models", "list", "--config", cfg, "--json"))
