@@ -352,11 +352,12 @@ def _judge_of_decision(store, config: DaemonConfig, cluster: Path | None):
 
 
 def _shadow_text(d: dict[str, Any]) -> str:
-    speedup = d["geomean_predicted_speedup"]
+    speedup, ci = d["geomean_predicted_speedup"], d["geomean_predicted_speedup_ci95"]
+    interval = f", 95 % interval {ci[0]:.3f}-{ci[1]:.3f}x" if ci else ", no interval under 5 jobs"
     lines = [(f"{d['decisions']} observe-mode decisions with a layout; {d['with_slurm_placement']} with Slurm's "
               f"placement known, {d['placed_differently']} of them placed differently by the advisor"),
              ("predicted speed-up of the advisor's layouts where they differ (geometric mean): "
-              f"{'-' if speedup is None else f'{speedup:.3f}x'} ({d['speed_model']}, {d['cluster_view']})"),
+              f"{'-' if speedup is None else f'{speedup:.3f}x{interval}'} ({d['speed_model']}, {d['cluster_view']})"),
              f"jobs with measured speeds: {d['measured_jobs']}",
              f"cannot know: {d['cannot_know']}"]
     lines.append(views.table(("decision", "job", "type", "advisor nodes", "slurm nodes", "pred. advisor",

@@ -104,6 +104,17 @@ class Judge:
         return Judged(name, placement.nodes(), text, float(self.speed.predict(self.snapshot, job, placement)))
 
 
+def bootstrap_ci(speedups: list[float], draws: int = 2000) -> list[float] | None:
+    """A 95 % interval for the geometric mean of ``speedups``: the percentile bootstrap over the
+    jobs (seeded: the same rows, the same interval). None with fewer than 5 jobs."""
+    if len(speedups) < 5:
+        return None
+    logs = np.log(np.asarray(speedups, dtype=float))
+    means = np.random.default_rng(0).choice(logs, size=(draws, len(logs))).mean(axis=1)
+    low, high = np.exp(np.percentile(means, [2.5, 97.5]))
+    return [round(float(low), 4), round(float(high), 4)]
+
+
 def make_judge(nodes: tuple[Node, ...], model_dir: Path | None, where: str) -> Judge:
     """The judge with the speed model of the model in ``model_dir`` (None: the packaged one)."""
     from slurm_advisor.models import served
@@ -199,6 +210,7 @@ def shadow(store, judge_of: Callable[[Decision], Judge], decisions: list[Decisio
     return {"decisions": len(decisions), "with_slurm_placement": len(rows), "without_slurm_placement": unlinked,
             "placed_differently": len(differ),
             "geomean_predicted_speedup": float(np.exp(np.mean(np.log(speedups)))) if speedups else None,
+            "geomean_predicted_speedup_ci95": bootstrap_ci(speedups),
             "measured_jobs": sum(r["measured"] is not None for r in rows),
             "speed_model": "; ".join(sorted(models)) or None,
             "cluster_view": "the empty cluster (the decision's snapshot is not stored)", "jobs": rows,

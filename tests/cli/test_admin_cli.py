@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -187,6 +188,16 @@ def test_shadow_judges_with_the_model_that_decided_and_counts_swapped_identical_
     run("models", "promote", "ccc", "--config", str(site["config"]), "--force")
     again, data = shadowed()
     assert again == row and "model aaa, which decided" in data["speed_model"]
+    assert data["geomean_predicted_speedup_ci95"] is None  # one differing job: no interval
+
+
+def test_the_shadow_interval_is_a_seeded_bootstrap_around_the_geometric_mean():
+    from slurm_advisor.cli.admin_explain import bootstrap_ci
+    speedups = [0.9, 1.1, 1.2, 1.3, 1.05, 0.95, 1.4]
+    low, high = bootstrap_ci(speedups)
+    geomean = float(np.exp(np.mean(np.log(speedups))))
+    assert low < geomean < high and bootstrap_ci(speedups) == [low, high]
+    assert bootstrap_ci([1.2] * 10) == [1.2, 1.2] and bootstrap_ci([1.1] * 4) is None
 
 
 def test_models_list_promote_rollback(site):
