@@ -7,14 +7,19 @@
 # (an unpinned torch would pull GBs of CUDA), then the package with its dev extra; installs and
 # starts a private PostgreSQL for the store's integration test, and the Slurm testbed
 # (.ci/slurm-testbed.sh: slurmctld + 4 slurmd on localhost) for tests/integration; both are
-# stopped by their PIDs on exit; then ruff and pytest. Safe to run again: each step skips what
-# is already done.
+# stopped by their PIDs on exit; then ruff and pytest. Then the Slurm tests (pytest -m slurm
+# tests/integration) once more against a newer Slurm: a second testbed inside a Debian chroot
+# (.ci/slurm-chroot.sh; built once per machine, about a minute, then cached), by default trixie's
+# Slurm 24.11; SLURM_ADVISOR_CI_MODERN=sid tests 26.05 instead, =none skips the pass.
+# benchmarks/slurm_releases.sh runs them on all three releases. Safe to run again: each step
+# skips what is already done.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 TORCH=torch==2.13.0
 VENV=.venv
 PY=$VENV/bin/python
+MODERN=${SLURM_ADVISOR_CI_MODERN:-trixie}
 
 step() { printf '== %s\n' "$*"; }
 
@@ -63,7 +68,14 @@ setup_slurm() {
     export SLURM_ADVISOR_TEST_SLURM=1
 }
 
+setup_modern_slurm() {
+    step "starting the Slurm testbed in the $MODERN chroot"
+    SLURM_ADVISOR_VENV=$VENV SLURM_ADVISOR_TESTBED_HOOK=hooks/job_submit.lua \
+        .ci/slurm-chroot.sh start "$MODERN" > /dev/null
+}
+
 stop_services() {
+    [ "$MODERN" = none ] || SLURM_ADVISOR_VENV=$VENV .ci/slurm-chroot.sh stop "$MODERN" || true
     .ci/slurm-testbed.sh stop || true
     .ci/postgres.sh stop || true
 }
@@ -72,7 +84,13 @@ setup_python
 trap stop_services EXIT  # set before either starts: a start that fails half-way is stopped too
 setup_postgres
 setup_slurm
+[ "$MODERN" = none ] || setup_modern_slurm
 step "ruff"
 "$VENV/bin/ruff" check -q slurm_advisor tests benchmarks
 step "pytest"
 "$VENV/bin/pytest" -q "$@"
+if [ "$MODERN" != none ]; then
+    step "pytest -m slurm tests/integration on $(.ci/slurm-chroot.sh run "$MODERN" sinfo --version)"
+    SLURM_ADVISOR_VENV=$VENV .ci/slurm-chroot.sh run "$MODERN" \
+        env SLURM_ADVISOR_TEST_SLURM=1 "$VENV/bin/pytest" -q -m slurm -p no:cacheprovider tests/integration
+fi

@@ -8,6 +8,7 @@ import logging
 import re
 import signal
 import threading
+from functools import partial
 from pathlib import Path
 
 from slurm_advisor.advisor import Advisor
@@ -22,6 +23,7 @@ from slurm_advisor.daemon.service import AdviceService
 from slurm_advisor.daemon.state import load_policy
 from slurm_advisor.errors import InputError
 from slurm_advisor.policies import FROM_MODEL
+from slurm_advisor.slurm.release import Release
 from slurm_advisor.store import Store
 
 log = logging.getLogger("slurm_advisor.daemon")
@@ -67,7 +69,10 @@ def build_daemon(config: DaemonConfig) -> Daemon:
         (model.name if model != config.model else model_version(model))
     snapshot = source.snapshot()
     show_config = _show_config(queue)
-    service = AdviceService(Advisor(policy, fallback=fallback), express, model_version=version, model_problem=problem,
+    release = _release(queue)
+    service = AdviceService(Advisor(policy, fallback=fallback),
+                            express if release is None else partial(express, release=release),
+                            model_version=version, model_problem=problem, release=release,
                             has_switches=any(n.switch for n in snapshot.nodes), hold_wait_s=config.hold_wait_s,
                             pins=not block_topology(show_config), default_partition=_default_partition(queue),
                             max_tasks=config.max_tasks)
@@ -81,6 +86,18 @@ def _show_config(queue) -> str | None:
     """``scontrol show config`` once at start (None for the simulated source or when it fails)."""
     return _asked_at_start(queue, SlurmQueue.show_config,
                            "cannot read Slurm's config (%s): outcomes from squeue only, pins allowed")
+
+
+def _release(queue) -> Release | None:
+    """The Slurm release (``sinfo --version``), read once at start: the model of Slurm follows it
+    (None for the simulated source, or when Slurm does not say: the default release's model)."""
+    text = _asked_at_start(queue, SlurmQueue.version,
+                           "cannot read Slurm's release (%s): modelling Slurm 22.05")
+    try:
+        return None if text is None else Release.parse(text)
+    except ValueError as exc:
+        log.warning("%s: modelling Slurm 22.05", exc)
+        return None
 
 
 def _default_partition(queue) -> str | None:

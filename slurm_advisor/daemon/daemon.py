@@ -242,6 +242,8 @@ class Daemon:
         return {**self.health(), "policy": self.service.advisor.policy.name,
                 "model": self.service.model_version, "model_problem": self.service.model_problem,
                 "source": self.source.name,
+                "slurm_release": None if self.service.release is None else str(self.service.release),
+                "topology": getattr(self.source, "topology", None),
                 "nodes": 0 if snap is None else len(snap.nodes), "claims": len(self.state.claims),
                 "uptime_s": round(time.time() - self.state.started_at, 1),
                 "decisions_written": self.writer.written, "decisions_dropped": self.writer.dropped,

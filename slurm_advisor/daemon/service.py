@@ -52,6 +52,7 @@ from slurm_advisor.domain.decision import LEFT_TO_SLURM, Decision
 from slurm_advisor.slurm import hostlist
 from slurm_advisor.slurm.cons_tres import select
 from slurm_advisor.slurm.marker import MAX_TASKS, MarkerError
+from slurm_advisor.slurm.release import Release
 from slurm_advisor.slurm.request import Mismatch, Submission, read
 
 Express = Callable[[ClusterSnapshot, Job, Placement], Placement | None]
@@ -102,8 +103,9 @@ class AdviceService:
     def __init__(self, advisor: Advisor, express: Express, *, model_version: str | None = None,
                  has_switches: bool = False, hold_wait_s: float = 600.0, pins: bool = True,
                  default_partition: str | None = None, model_problem: str | None = None, seed: int = 0,
-                 max_tasks: int = MAX_TASKS):
+                 max_tasks: int = MAX_TASKS, release: Release | None = None):
         self.advisor = advisor
+        self.release = release  # the Slurm release read at start (None: not read, 22.05 modelled)
         self.max_tasks = max_tasks  # the site's bound on one job's tasks (config max_tasks)
         self.model_problem = model_problem  # why the configured model is not the one serving
         # Slurm rejects at submission a job pinned to a node outside its partition: the policy

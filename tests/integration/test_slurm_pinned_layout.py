@@ -17,6 +17,7 @@ from slurmctl import Slurm
 from slurm_advisor.domain import ClusterSnapshot, Node, Resources
 from slurm_advisor.slurm.cons_tres import usable_slots
 from slurm_advisor.slurm.expressible import slurm_counts
+from slurm_advisor.slurm.release import Release
 
 SEED = 20261202
 JOBS = 45
@@ -48,14 +49,15 @@ def random_pinned(rng: np.random.Generator, snap: ClusterSnapshot) -> tuple[list
     return names, demand, (tasks, cpus, mem_per_cpu, gpus)
 
 
-def telling_pinned(rng: np.random.Generator, snap: ClusterSnapshot, tries: int = 400):
+def telling_pinned(rng: np.random.Generator, snap: ClusterSnapshot, release: Release, tries: int = 400):
     """A random pinned request for which Slurm's rule and ``naive_fill`` differ, if one of
     ``tries`` draws is such (they are rare: several nodes, cpus-per-task > 1), else the first."""
     first = None
     for _ in range(tries):
         names, demand, request = drawn = random_pinned(rng, snap)
         first = first or drawn
-        ours = slurm_counts(snap.layout, snap.free_array(), [snap.index(n) for n in names], request[0], demand)
+        ours = slurm_counts(snap.layout, snap.free_array(), [snap.index(n) for n in names], request[0], demand,
+                            release=release)
         if ours is not None and ours != naive_fill(snap, names, request[0], demand):
             return drawn
     return first
@@ -107,15 +109,17 @@ def churn(slurm: Slurm, rng: np.random.Generator, held: dict[str, int]) -> None:
 def test_pinned_jobs_get_the_tasks_per_node_slurm_counts_predicts(slurm: Slurm) -> None:
     assert slurm.nodes() == TESTBED, "the test is written for the 4-node testbed of .ci/slurm-testbed.sh"
     rng = np.random.default_rng(SEED)
+    release = slurm.release()
     held: dict[str, int] = {}  # running job -> its CPUs
     rows, disagreements = [], []
     for i in range(JOBS):
         churn(slurm, rng, held)
         free = slurm.free()
         snap = ClusterSnapshot(TESTBED, free)
-        names, demand, request = (telling_pinned if i % 2 else random_pinned)(rng, snap)
+        names, demand, request = telling_pinned(rng, snap, release) if i % 2 else random_pinned(rng, snap)
         tasks, cpus, mem_per_cpu, gpus = request
-        ours = slurm_counts(snap.layout, snap.free_array(), [snap.index(n) for n in names], tasks, demand)
+        ours = slurm_counts(snap.layout, snap.free_array(), [snap.index(n) for n in names], tasks, demand,
+                            release=release)
 
         job_id = slurm.submit([f"--nodelist={','.join(names)}", f"--nodes={len(names)}", *options(*request)],
                               sleep_s=600)
@@ -137,7 +141,7 @@ def test_pinned_jobs_get_the_tasks_per_node_slurm_counts_predicts(slurm: Slurm) 
                                  f"{request} on free {dict(free)}:\n    slurm {theirs}\n    ours  {ours}")
 
     started = [r for r in rows if r[3] is not None]
-    print(f"\n{JOBS - len(disagreements)} of {JOBS} pinned jobs agree ({len(started)} started, "
+    print(f"\nSlurm {release}: {JOBS - len(disagreements)} of {JOBS} pinned jobs agree ({len(started)} started, "
           f"{JOBS - len(started)} pending); multi-node starts: {sum(len(r[1]) > 1 for r in started)}, "
           f"with more than one task on some node of several: "
           f"{sum(len(r[1]) > 1 and max(r[3]) > 1 for r in started)}, where one task per node and "
