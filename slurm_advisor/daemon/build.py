@@ -23,7 +23,7 @@ from slurm_advisor.daemon.service import AdviceService
 from slurm_advisor.daemon.state import load_policy
 from slurm_advisor.errors import InputError
 from slurm_advisor.policies import FROM_MODEL
-from slurm_advisor.slurm.release import Release
+from slurm_advisor.slurm.release import DEFAULT, Release
 from slurm_advisor.store import Store
 
 log = logging.getLogger("slurm_advisor.daemon")
@@ -51,11 +51,13 @@ def build_daemon(config: DaemonConfig) -> Daemon:
 
     source = _make_source(config, make_source)
     queue = SlurmQueue(config.slurm_conf, config.command_timeout_s) if config.source != "simulated" else NoQueue()
+    release = _release(queue)  # read once: the model of Slurm follows it
+    modelled = release or DEFAULT
     model = active_dir(config.models_dir) or config.model  # the promoted model, once retrain promoted one
     problem = None
     try:
         policy = load_policy(config.policy, model) if config.policy in FROM_MODEL else \
-            make_policy(config.policy, PolicyContext(model_dir=model))
+            make_policy(config.policy, PolicyContext(model_dir=model, release=modelled))
     except Exception as exc:  # any model that does not load, as the model follower treats a swap
         if config.policy not in FROM_MODEL:
             raise
@@ -63,13 +65,12 @@ def build_daemon(config: DaemonConfig) -> Daemon:
         # and `status` say why, and the model follower swaps in the next model that loads.
         problem = f"model {model or 'packaged'} does not load ({exc}); serving slurm-default"
         log.error("%s", problem)
-        policy = SlurmDefaultPolicy()
-    fallback = SlurmDefaultPolicy() if config.policy in FROM_MODEL and problem is None else None
+        policy = SlurmDefaultPolicy(modelled)
+    fallback = SlurmDefaultPolicy(modelled) if config.policy in FROM_MODEL and problem is None else None
     version = None if config.policy not in FROM_MODEL or problem else \
         (model.name if model != config.model else model_version(model))
     snapshot = source.snapshot()
     show_config = _show_config(queue)
-    release = _release(queue)
     service = AdviceService(Advisor(policy, fallback=fallback),
                             express if release is None else partial(express, release=release),
                             model_version=version, model_problem=problem, release=release,

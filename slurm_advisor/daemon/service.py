@@ -52,7 +52,7 @@ from slurm_advisor.domain.decision import LEFT_TO_SLURM, Decision
 from slurm_advisor.slurm import hostlist
 from slurm_advisor.slurm.cons_tres import select
 from slurm_advisor.slurm.marker import MAX_TASKS, MarkerError
-from slurm_advisor.slurm.release import Release
+from slurm_advisor.slurm.release import DEFAULT, Release
 from slurm_advisor.slurm.request import Mismatch, Submission, read
 
 Express = Callable[[ClusterSnapshot, Job, Placement], Placement | None]
@@ -135,7 +135,7 @@ class AdviceService:
             self.advisor.advise(snapshot, job, rng or self._rng)
         view = allowed(snapshot, job)  # what the advice was made on
         own = advice.placement is not None and self.pins and not sub.unpinnable and \
-            slurms_choice(view, job, advice.placement, topology=self.has_switches)
+            slurms_choice(view, job, advice.placement, topology=self.has_switches, release=self.release or DEFAULT)
         placement, reason = (advice.placement, "") if own else self._expressed(view, job, advice, sub)
         layout = _layout(placement)
         action = "observe" if own else self._action(mode, placement, advice, snapshot, job)
@@ -228,7 +228,8 @@ class AdviceService:
         return "observe"  # left to Slurm as submitted, stamped: the decision links to its outcome
 
 
-def slurms_choice(snapshot: ClusterSnapshot, job: Job, placement: Placement, *, topology: bool = False) -> bool:
+def slurms_choice(snapshot: ClusterSnapshot, job: Job, placement: Placement, *, topology: bool = False,
+                  release: Release = DEFAULT) -> bool:
     """Whether Slurm, given the job's own request unmodified, would put exactly ``placement``'s
     tasks on exactly its nodes (select/cons_tres on ``snapshot``, the nodes its request allows:
     ``slurm/cons_tres.py``, the slurm-default policy's rule, ``_eval_nodes_topo`` when the cluster
@@ -242,7 +243,7 @@ def slurms_choice(snapshot: ClusterSnapshot, job: Job, placement: Placement, *, 
     if request is not None and request.narrows():
         return False
     min_nodes, max_nodes = (1, None) if request is None else (request.min_nodes, request.max_nodes)
-    slurm = select(snapshot, job, topology=topology, min_nodes=min_nodes, max_nodes=max_nodes)
+    slurm = select(snapshot, job, topology=topology, min_nodes=min_nodes, max_nodes=max_nodes, release=release)
     return slurm is not None and sorted(slurm.per_node()) == sorted(placement.per_node())
 
 

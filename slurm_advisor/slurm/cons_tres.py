@@ -60,6 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources
+from slurm_advisor.slurm.release import DEFAULT, Release
 
 _MANY = np.iinfo(np.int64).max // 4
 _CONTIGUOUS_FROM = 256  # nodes
@@ -161,11 +162,12 @@ class _Request:
 
 
 def select(snapshot: ClusterSnapshot, job: Job, *, topology: bool = False, min_nodes: int = 1,
-           max_nodes: int | None = None) -> Placement | None:
-    """The placement cons_tres gives ``job`` on ``snapshot`` now, or None if it cannot start."""
+           max_nodes: int | None = None, release: Release = DEFAULT) -> Placement | None:
+    """The placement cons_tres of ``release`` gives ``job`` on ``snapshot`` now, or None if it
+    cannot start."""
     free = snapshot.free_array()
     taken = choose_nodes(snapshot.layout, free, job, topology=topology, min_nodes=min_nodes,
-                         max_nodes=max_nodes)
+                         max_nodes=max_nodes, release=release)
     return None if taken is None else _placement(snapshot.nodes, job, taken, free)
 
 
@@ -182,7 +184,7 @@ def could_fit(free: np.ndarray, job: Job) -> bool:
 
 
 def choose_nodes(layout, free: np.ndarray, job: Job, *, topology: bool = False, min_nodes: int = 1,
-                 max_nodes: int | None = None) -> list[tuple[int, int]] | None:
+                 max_nodes: int | None = None, release: Release = DEFAULT) -> list[tuple[int, int]] | None:
     """``choose_nodes``: (node index, tasks) for every node cons_tres takes, or None."""
     avail = node_slots(free, job, min_nodes, max_nodes)
     most = np.minimum(avail, job.num_tasks)

@@ -17,7 +17,7 @@ from slurmctl import Slurm
 from slurm_advisor.domain import ClusterSnapshot, Node, Resources
 from slurm_advisor.slurm.cons_tres import usable_slots
 from slurm_advisor.slurm.expressible import slurm_counts
-from slurm_advisor.slurm.release import Release
+from slurm_advisor.slurm.release import DEFAULT, Release
 
 SEED = 20261202
 JOBS = 45
@@ -135,7 +135,9 @@ def test_pinned_jobs_get_the_tasks_per_node_slurm_counts_predicts(slurm: Slurm) 
         else:
             slurm.cancel(job_id)
             slurm.wait_gone(job_id)
-        rows.append((i, names, request, theirs, theirs is not None and theirs != naive_fill(snap, names, tasks, demand)))
+        older = slurm_counts(snap.layout, snap.free_array(), [snap.index(n) for n in names], tasks, demand)
+        rows.append((i, names, request, theirs, theirs is not None and theirs != naive_fill(snap, names, tasks, demand),
+                     release != DEFAULT and theirs != older))
         if theirs != ours:
             disagreements.append(f"job {i} -w {','.join(names)} (tasks, cpus/task, MB/cpu, gpus/task) "
                                  f"{request} on free {dict(free)}:\n    slurm {theirs}\n    ours  {ours}")
@@ -145,8 +147,9 @@ def test_pinned_jobs_get_the_tasks_per_node_slurm_counts_predicts(slurm: Slurm) 
           f"{JOBS - len(started)} pending); multi-node starts: {sum(len(r[1]) > 1 for r in started)}, "
           f"with more than one task on some node of several: "
           f"{sum(len(r[1]) > 1 and max(r[3]) > 1 for r in started)}, where one task per node and "
-          f"then node-order fill would be wrong: {sum(r[4] for r in rows)}; first ones:")
-    for i, names, request, theirs, _ in rows[:10]:
+          f"then node-order fill would be wrong: {sum(r[4] for r in rows)}, where the {DEFAULT} rule would be "
+          f"wrong: {sum(r[5] for r in rows)}; first ones:")
+    for i, names, request, theirs, *_ in rows[:10]:
         print(f"  job {i} -w {','.join(names)} {request}: {theirs or 'pending'}")
     assert not disagreements, f"{len(disagreements)} of {JOBS} pinned jobs laid out otherwise than " \
         "slurm_counts predicts:\n" + "\n".join(disagreements)
