@@ -70,12 +70,12 @@ setup_slurm() {
 
 setup_modern_slurm() {
     step "starting the Slurm testbed in the $MODERN chroot"
-    SLURM_ADVISOR_VENV=$VENV SLURM_ADVISOR_TESTBED_HOOK=hooks/job_submit.lua \
+    SLURM_ADVISOR_VENV=$PWD/$VENV SLURM_ADVISOR_TESTBED_HOOK=hooks/job_submit.lua \
         .ci/slurm-chroot.sh start "$MODERN" > /dev/null
 }
 
 stop_services() {
-    [ "$MODERN" = none ] || SLURM_ADVISOR_VENV=$VENV .ci/slurm-chroot.sh stop "$MODERN" || true
+    [ "$MODERN" = none ] || SLURM_ADVISOR_VENV=$PWD/$VENV .ci/slurm-chroot.sh stop "$MODERN" || true
     .ci/slurm-testbed.sh stop || true
     .ci/postgres.sh stop || true
 }
@@ -91,6 +91,6 @@ step "pytest"
 "$VENV/bin/pytest" -q "$@"
 if [ "$MODERN" != none ]; then
     step "pytest -m slurm tests/integration on $(.ci/slurm-chroot.sh run "$MODERN" sinfo --version)"
-    SLURM_ADVISOR_VENV=$VENV .ci/slurm-chroot.sh run "$MODERN" \
+    SLURM_ADVISOR_VENV=$PWD/$VENV .ci/slurm-chroot.sh run "$MODERN" \
         env SLURM_ADVISOR_TEST_SLURM=1 "$VENV/bin/pytest" -q -m slurm -p no:cacheprovider tests/integration
 fi
