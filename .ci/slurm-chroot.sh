@@ -89,6 +89,10 @@ in_chroot() { chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/roo
 build() {
     if [ "$(cat "$ROOT/.slurm-advisor-stamp" 2>/dev/null)" = "$(stamp_want)" ]; then return 0; fi
     [ "$(id -u)" = 0 ] || die "run as root (debootstrap, chroot, mount)"
+    install -d "$CACHE"
+    exec 9> "$CACHE/.$RELEASE.lock"  # one build of a release at a time on this machine
+    flock 9
+    if [ "$(cat "$ROOT/.slurm-advisor-stamp" 2>/dev/null)" = "$(stamp_want)" ]; then return 0; fi  # built meanwhile
     command -v debootstrap > /dev/null || {
         log "installing debootstrap"
         apt-get update -qq >&2
@@ -97,7 +101,6 @@ build() {
     [ -z "$(under_mounts "$ROOT")" ] || die "$ROOT has mounts; run '$0 stop $RELEASE' first"
     log "building $ROOT ($RELEASE, minbase) from $MIRROR"
     rm -rf "$ROOT"
-    install -d "$CACHE"
     debootstrap --variant=minbase "$RELEASE" "$ROOT" "$MIRROR" >&2 || die "debootstrap $RELEASE failed"
     # Packages must not start services in the chroot: the testbed starts its own daemons.
     printf '#!/bin/sh\nexit 101\n' > "$ROOT/usr/sbin/policy-rc.d"

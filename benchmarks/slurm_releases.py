@@ -3,8 +3,8 @@
 For each release: start its testbed with the advisor's job submit hook (``.ci/slurm-testbed.sh``
 on the host; ``.ci/slurm-chroot.sh start trixie|sid``, which builds and caches the chroot on a
 fresh machine), run ``pytest -m slurm`` over the integration tests (the live path, the request
-differential, the pinned layouts, node choice, backfill) with that release's commands, stop the
-testbed. Prints a table and writes JSON: per release its ``sinfo --version``, tests passed,
+differential, the pinned layouts, node choice, backfill) and the hook's and the source's live
+tests with that release's commands, stop the testbed. Prints a table and writes JSON: per release its ``sinfo --version``, tests passed,
 failed, errored and skipped, the seconds pytest took, and the pinned-layout test's agreement line.
 
 The host testbed follows SLURM_ADVISOR_TESTBED_DIR, _PORT and _NODE_PORT as the testbed script
@@ -12,7 +12,7 @@ does; the chroots use their own defaults (ports 36817 and 56817, nodes from 3700
 that the three may run beside CI's. Runs as root, one release after the other.
 
     python benchmarks/slurm_releases.py [--releases host,trixie,sid] [--venv .venv] [--out PATH] [--json]
-                                        [-- PYTEST ARGS (default: tests/integration)]
+                                        [-- PYTEST ARGS (default: the Slurm tests, SLURM_TESTS)]
 """
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RELEASES = ("host", "trixie", "sid")
+#: every test that talks to a real Slurm (tests/run.sh runs the same on its newer release)
+SLURM_TESTS = ("tests/integration", "tests/hooks/test_job_submit_live.py", "tests/cluster/test_slurm_cli_live.py")
 _TESTBED_ENV = ("SLURM_ADVISOR_TESTBED_DIR", "SLURM_ADVISOR_TESTBED_PORT", "SLURM_ADVISOR_TESTBED_NODE_PORT")
 
 
@@ -107,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--venv", type=Path, default=REPO / ".venv", help="the virtual environment pytest runs in")
     parser.add_argument("--out", type=Path, default=Path("slurm_releases.json"), help="where the JSON goes")
     parser.add_argument("--json", action="store_true", help="print the JSON instead of the table")
-    parser.add_argument("pytest_args", nargs="*", default=["tests/integration"], help="what pytest runs")
+    parser.add_argument("pytest_args", nargs="*", default=list(SLURM_TESTS), help="what pytest runs")
     args = parser.parse_args(argv)
     releases = [r for r in args.releases.split(",") if r]
     unknown = sorted(set(releases) - set(RELEASES))

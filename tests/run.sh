@@ -7,8 +7,8 @@
 # (an unpinned torch would pull GBs of CUDA), then the package with its dev extra; installs and
 # starts a private PostgreSQL for the store's integration test, and the Slurm testbed
 # (.ci/slurm-testbed.sh: slurmctld + 4 slurmd on localhost) for tests/integration; both are
-# stopped by their PIDs on exit; then ruff and pytest. Then the Slurm tests (pytest -m slurm
-# tests/integration) once more against a newer Slurm: a second testbed inside a Debian chroot
+# stopped by their PIDs on exit; then ruff and pytest. Then the Slurm tests (pytest -m slurm:
+# tests/integration, the hook's and the source's live tests) once more against a newer Slurm: a second testbed inside a Debian chroot
 # (.ci/slurm-chroot.sh; built once per machine, about a minute, then cached), by default trixie's
 # Slurm 24.11; SLURM_ADVISOR_CI_MODERN=sid tests 26.05 instead, =none skips the pass.
 # benchmarks/slurm_releases.sh runs them on all three releases. Safe to run again: each step
@@ -20,6 +20,8 @@ TORCH=torch==2.13.0
 VENV=.venv
 PY=$VENV/bin/python
 MODERN=${SLURM_ADVISOR_CI_MODERN:-trixie}
+# What runs against the newer Slurm: every test that talks to a real Slurm (-m slurm selects them)
+SLURM_TESTS=(tests/integration tests/hooks/test_job_submit_live.py tests/cluster/test_slurm_cli_live.py)
 
 step() { printf '== %s\n' "$*"; }
 
@@ -90,7 +92,7 @@ step "ruff"
 step "pytest"
 "$VENV/bin/pytest" -q "$@"
 if [ "$MODERN" != none ]; then
-    step "pytest -m slurm tests/integration on $(.ci/slurm-chroot.sh run "$MODERN" sinfo --version)"
+    step "pytest -m slurm on $(.ci/slurm-chroot.sh run "$MODERN" sinfo --version)"
     SLURM_ADVISOR_VENV=$PWD/$VENV .ci/slurm-chroot.sh run "$MODERN" \
-        env SLURM_ADVISOR_TEST_SLURM=1 "$VENV/bin/pytest" -q -m slurm -p no:cacheprovider tests/integration
+        env SLURM_ADVISOR_TEST_SLURM=1 "$VENV/bin/pytest" -q -m slurm -p no:cacheprovider "${SLURM_TESTS[@]}"
 fi
