@@ -13,8 +13,8 @@ from slurm_advisor.cluster.slurm_json import (
     gres_gpus,
     node_shares,
     number,
-    parse_sinfo,
     parse_blocks,
+    parse_sinfo,
     parse_squeue,
     parse_topology,
 )

@@ -54,7 +54,11 @@ def test_the_express_step_follows_the_release() -> None:
 
 
 class BlockSource(StaticSource):
-    topology = {"plugin": "block", "blocks": 2, "nodes": 4}
+    """A source whose last topology reading found two blocks (as SlurmCliSource.topology says)."""
+
+    def __init__(self, snapshot: ClusterSnapshot):
+        super().__init__(snapshot)
+        self.topology = {"plugin": "block", "blocks": 2, "nodes": 4}
 
 
 def test_status_shows_the_release_and_the_topology(tmp_path) -> None:
