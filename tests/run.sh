@@ -9,14 +9,22 @@
 # starts a private PostgreSQL for the store's integration test, and the Slurm testbed
 # (.ci/slurm-testbed.sh: slurmctld + 4 slurmd on localhost) for tests/integration; both are
 # stopped by their PIDs on exit; installs promtool (Debian's prometheus package, no server
-# started) for the monitoring examples; then ruff, promtool and pytest. Safe to run again: each
-# step skips what is already done.
+# started) for the monitoring examples; then ruff, promtool and pytest. Then the Slurm tests
+# (pytest -m slurm: tests/integration, the hook's and the source's live tests) once more against
+# a newer Slurm: a second testbed inside a Debian chroot (.ci/slurm-chroot.sh; built once per
+# machine, about a minute, then cached), by default trixie's Slurm 24.11;
+# SLURM_ADVISOR_CI_MODERN=sid tests 26.05 instead, =none skips the pass.
+# benchmarks/slurm_releases.py runs them on all three releases. Safe to run again: each step
+# skips what is already done.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 TORCH=torch==2.13.0
 VENV=.venv
 PY=$VENV/bin/python
+MODERN=${SLURM_ADVISOR_CI_MODERN:-trixie}
+# What runs against the newer Slurm: every test that talks to a real Slurm (-m slurm selects them)
+SLURM_TESTS=(tests/integration tests/hooks/test_job_submit_live.py tests/cluster/test_slurm_cli_live.py)
 
 step() { printf '== %s\n' "$*"; }
 
@@ -88,7 +96,14 @@ setup_promtool() {
     fi
 }
 
+setup_modern_slurm() {
+    step "starting the Slurm testbed in the $MODERN chroot"
+    SLURM_ADVISOR_VENV=$PWD/$VENV SLURM_ADVISOR_TESTBED_HOOK=hooks/job_submit.lua \
+        .ci/slurm-chroot.sh start "$MODERN" > /dev/null
+}
+
 stop_services() {
+    [ "$MODERN" = none ] || SLURM_ADVISOR_VENV=$PWD/$VENV .ci/slurm-chroot.sh stop "$MODERN" || true
     .ci/slurm-testbed.sh stop || true
     .ci/postgres.sh stop || true
 }
@@ -98,6 +113,7 @@ setup_promtool
 trap stop_services EXIT  # set before either starts: a start that fails half-way is stopped too
 setup_postgres
 setup_slurm
+[ "$MODERN" = none ] || setup_modern_slurm
 step "ruff"
 "$VENV/bin/ruff" check -q slurm_advisor tests benchmarks
 step "promtool"
@@ -105,3 +121,8 @@ promtool check rules examples/monitoring/prometheus-rules.yml
 promtool test rules examples/monitoring/rules-test.yml
 step "pytest"
 "$VENV/bin/pytest" -q "$@"
+if [ "$MODERN" != none ]; then
+    step "pytest -m slurm on $(.ci/slurm-chroot.sh run "$MODERN" sinfo --version)"
+    SLURM_ADVISOR_VENV=$PWD/$VENV .ci/slurm-chroot.sh run "$MODERN" \
+        env SLURM_ADVISOR_TEST_SLURM=1 "$VENV/bin/pytest" -q -m slurm -p no:cacheprovider "${SLURM_TESTS[@]}"
+fi

@@ -125,6 +125,15 @@ def _model_dict(record) -> dict[str, Any] | None:
     return None if record is None else asdict(record)
 
 
+def _slurm_line(d: dict[str, Any]) -> str:
+    """"slurm: 24.11.5 (read at start), topology block: 2 blocks over 4 nodes"."""
+    topo = d.get("topology") or {}
+    what = {"tree": f": {topo.get('switches')} leaf switches over {topo.get('nodes')} nodes",
+            "block": f": {topo.get('blocks')} blocks over {topo.get('nodes')} nodes"}.get(topo.get("plugin"), "")
+    return (f"slurm: {d.get('slurm_release') or 'release not read (22.05 modelled)'}, "
+            f"topology {topo.get('plugin', 'not read')}{what}")
+
+
 def _status_text(data: dict[str, Any]) -> str:
     d = data["daemon"]
     if d is None:
@@ -143,6 +152,8 @@ def _status_text(data: dict[str, Any]) -> str:
                      "connections_dropped") if k in d)]
         if d.get("mode_problem"):
             lines.append(f"mode file: {d['mode_problem']}")
+        if d.get("slurm_release") or d.get("topology"):
+            lines.insert(1, _slurm_line(d))
     if "store_error" in data:
         return "\n".join([*lines, f"store: {data['store_error']}"])
     model = data.get("active_model")

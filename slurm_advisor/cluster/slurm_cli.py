@@ -2,7 +2,8 @@
 
 ``sinfo --json`` gives the nodes (on Slurm 23.02+, whose ``sinfo --json`` groups nodes, the
 source reads ``scontrol --json show nodes`` instead, once it has seen the grouped form),
-``squeue -O`` the running jobs (squeue_lines.py: 22.05's ``--json`` lists every job however filtered), ``scontrol show topology`` the leaf switches. Every command
+``squeue -O`` the running jobs (squeue_lines.py: 22.05's ``--json`` lists every job however filtered), ``scontrol show topology`` the leaf switches (under topology/block its
+blocks, which only ``topology`` reports: Slurm places inside blocks itself). Every command
 is an argument list run with a timeout and SLURM_CONF passed in its environment, never a shell.
 Parsing lives in :mod:`slurm_advisor.cluster.slurm_json`; :func:`build_snapshot` (pure) turns
 the readings into the domain's snapshot.
@@ -21,7 +22,9 @@ from slurm_advisor.cluster.base import SourceError
 from slurm_advisor.cluster.slurm_json import (
     JobReading,
     NodeReading,
+    describe_topology,
     node_shares,
+    parse_blocks,
     parse_sinfo,
     parse_squeue,
     parse_topology,
@@ -52,11 +55,15 @@ class SlurmCliSource:
         if slurm_conf is not None:
             self.env["SLURM_CONF"] = str(slurm_conf)
         self._nodes_command = SINFO  # becomes SCONTROL_NODES once sinfo answers in groups
+        self.topology: dict[str, Any] | None = None  # what the last reading found (describe_topology)
 
     def snapshot(self) -> ClusterSnapshot:
         nodes = self._nodes()
         jobs = parse_running(self._text(RUNNING))
-        return build_snapshot(nodes, jobs, parse_topology(self._topology()), time.time())
+        text = self._topology()
+        switches = parse_topology(text)
+        self.topology = describe_topology(switches, parse_blocks(text))
+        return build_snapshot(nodes, jobs, switches, time.time())
 
     def _nodes(self) -> tuple[NodeReading, ...]:
         doc = self._json(self._nodes_command)

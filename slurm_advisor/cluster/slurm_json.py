@@ -304,6 +304,33 @@ def parse_topology(output: str) -> dict[str, str]:
     return {node: name for node, (_, name) in best.items()}
 
 
+def parse_blocks(output: str) -> dict[str, str]:
+    """node -> its base block from ``scontrol show topology`` under topology/block (23.11+), whose
+    lines read ``BlockName=b1 BlockIndex=0 Nodes=n[1-2] BlockSize=2`` (``topology/block/
+    topology_block.c:_print_topo_record``, 24.11 and 26.05 alike); ``AggregatedBlock=`` lines
+    (blocks of blocks) and everything else are skipped; empty without topology/block."""
+    blocks: dict[str, str] = {}
+    for line in output.splitlines():
+        fields = dict(pair.partition("=")[::2] for pair in line.split())
+        if "BlockName" not in fields:
+            continue
+        if not fields["BlockName"]:
+            raise SourceError(f"scontrol show topology: bad block line {line.strip()!r}")
+        for node in expand_hostlist(fields.get("Nodes", "")):
+            blocks.setdefault(node, fields["BlockName"])
+    return blocks
+
+
+def describe_topology(switches: dict[str, str], blocks: dict[str, str]) -> dict[str, Any]:
+    """What the topology reading found, for ``status``: the plugin it shows (tree, block or none)
+    and how many leaf switches or base blocks hold how many nodes."""
+    if switches:
+        return {"plugin": "tree", "switches": len(set(switches.values())), "nodes": len(switches)}
+    if blocks:
+        return {"plugin": "block", "blocks": len(set(blocks.values())), "nodes": len(blocks)}
+    return {"plugin": "none"}
+
+
 def node_shares(total: int, weights: Sequence[int]) -> list[int]:
     """``total`` tasks split over nodes in proportion to ``weights`` (largest remainder, ties
     to the earlier node); equal weights when none are known."""

@@ -7,6 +7,7 @@ import logging
 import re
 import signal
 import threading
+from functools import partial
 
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.cluster.base import ClusterSource
@@ -21,6 +22,7 @@ from slurm_advisor.daemon.state import load_policy
 from slurm_advisor.errors import InputError
 from slurm_advisor.policies import FROM_MODEL
 from slurm_advisor.retrain.modelsdir import model_version
+from slurm_advisor.slurm.release import DEFAULT, Release
 from slurm_advisor.store import Store
 
 log = logging.getLogger("slurm_advisor.daemon")
@@ -36,11 +38,13 @@ def build_daemon(config: DaemonConfig) -> Daemon:
 
     source = _make_source(config, make_source)
     queue = SlurmQueue(config.slurm_conf, config.command_timeout_s) if config.source != "simulated" else NoQueue()
+    release = _release(queue)  # read once: the model of Slurm follows it
+    modelled = release or DEFAULT
     model = active_dir(config.models_dir) or config.model  # the promoted model, once retrain promoted one
     problem = None
     try:
         policy = load_policy(config.policy, model) if config.policy in FROM_MODEL else \
-            make_policy(config.policy, PolicyContext(model_dir=model))
+            make_policy(config.policy, PolicyContext(model_dir=model, release=modelled))
     except Exception as exc:  # any model that does not load, as the model follower treats a swap
         if config.policy not in FROM_MODEL:
             raise
@@ -48,13 +52,15 @@ def build_daemon(config: DaemonConfig) -> Daemon:
         # and `status` say why, and the model follower swaps in the next model that loads.
         problem = f"model {model or 'packaged'} does not load ({exc}); serving slurm-default"
         log.error("%s", problem)
-        policy = SlurmDefaultPolicy()
-    fallback = SlurmDefaultPolicy() if config.policy in FROM_MODEL and problem is None else None
+        policy = SlurmDefaultPolicy(modelled)
+    fallback = SlurmDefaultPolicy(modelled) if config.policy in FROM_MODEL and problem is None else None
     version = None if config.policy not in FROM_MODEL or problem else \
         (model.name if model != config.model else model_version(model))
     snapshot = source.snapshot()
     show_config = _show_config(queue)
-    service = AdviceService(Advisor(policy, fallback=fallback), express, model_version=version, model_problem=problem,
+    service = AdviceService(Advisor(policy, fallback=fallback),
+                            express if release is None else partial(express, release=release),
+                            model_version=version, model_problem=problem, release=release,
                             has_switches=any(n.switch for n in snapshot.nodes), hold_wait_s=config.hold_wait_s,
                             pins=not block_topology(show_config), default_partition=_default_partition(queue),
                             max_tasks=config.max_tasks)
@@ -68,6 +74,18 @@ def _show_config(queue) -> str | None:
     """``scontrol show config`` once at start (None for the simulated source or when it fails)."""
     return _asked_at_start(queue, SlurmQueue.show_config,
                            "cannot read Slurm's config (%s): outcomes from squeue only, pins allowed")
+
+
+def _release(queue) -> Release | None:
+    """The Slurm release (``sinfo --version``), read once at start: the model of Slurm follows it
+    (None for the simulated source, or when Slurm does not say: the default release's model)."""
+    text = _asked_at_start(queue, SlurmQueue.version,
+                           "cannot read Slurm's release (%s): modelling Slurm 22.05")
+    try:
+        return None if text is None else Release.parse(text)
+    except ValueError as exc:
+        log.warning("%s: modelling Slurm 22.05", exc)
+        return None
 
 
 def _default_partition(queue) -> str | None:

@@ -258,6 +258,8 @@ class Daemon:
                 "canary": self.service.canary and self.service.canary.version,
                 "canary_share": self.service.canary and self.service.canary.share,
                 "source": self.source.name,
+                "slurm_release": None if self.service.release is None else str(self.service.release),
+                "topology": getattr(self.source, "topology", None),
                 "nodes": 0 if snap is None else len(snap.nodes), "claims": len(self.state.claims),
                 "uptime_s": round(time.time() - self.state.started_at, 1),
                 "decisions_written": self.writer.written, "decisions_dropped": self.writer.dropped,

@@ -136,6 +136,10 @@ class SlurmQueue:
     def show_config(self) -> str:
         return self._run(["scontrol", "show", "config"])
 
+    def version(self) -> str:
+        """``sinfo --version``: "slurm 22.05.8" (Debian's packages: "slurm-wlm 24.11.5")."""
+        return self._run(["sinfo", "--version"])
+
     def default_partition(self) -> str | None:
         """The partition a job without -p runs in (``Default=YES``); None if there is none."""
         for line in self._run(["scontrol", "show", "partition", "--oneliner"]).splitlines():

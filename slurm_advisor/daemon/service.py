@@ -53,6 +53,7 @@ from slurm_advisor.domain.decision import LEFT_TO_SLURM, Decision
 from slurm_advisor.slurm import hostlist
 from slurm_advisor.slurm.cons_tres import select
 from slurm_advisor.slurm.marker import MAX_TASKS, MarkerError
+from slurm_advisor.slurm.release import DEFAULT, Release
 from slurm_advisor.slurm.request import Mismatch, Submission, read
 
 Express = Callable[[ClusterSnapshot, Job, Placement], Placement | None]
@@ -116,8 +117,9 @@ class AdviceService:
     def __init__(self, advisor: Advisor, express: Express, *, model_version: str | None = None,
                  has_switches: bool = False, hold_wait_s: float = 600.0, pins: bool = True,
                  default_partition: str | None = None, model_problem: str | None = None, seed: int = 0,
-                 max_tasks: int = MAX_TASKS):
+                 max_tasks: int = MAX_TASKS, release: Release | None = None):
         self.advisor = advisor
+        self.release = release  # the Slurm release read at start (None: not read, 22.05 modelled)
         self.max_tasks = max_tasks  # the site's bound on one job's tasks (config max_tasks)
         self.model_problem = model_problem  # why the configured model is not the one serving
         # Slurm rejects at submission a job pinned to a node outside its partition: the policy
@@ -157,7 +159,7 @@ class AdviceService:
             advisor.advise(snapshot, job, rng or self._rng)
         view = allowed(snapshot, job)  # what the advice was made on
         own = advice.placement is not None and self.pins and not sub.unpinnable and \
-            slurms_choice(view, job, advice.placement, topology=self.has_switches)
+            slurms_choice(view, job, advice.placement, topology=self.has_switches, release=self.release or DEFAULT)
         placement, reason = (advice.placement, "") if own else self._expressed(view, job, advice, sub)
         layout = _layout(placement)
         action = "observe" if own else self._action(mode, placement, advice, snapshot, job)
@@ -250,7 +252,8 @@ class AdviceService:
         return "observe"  # left to Slurm as submitted, stamped: the decision links to its outcome
 
 
-def slurms_choice(snapshot: ClusterSnapshot, job: Job, placement: Placement, *, topology: bool = False) -> bool:
+def slurms_choice(snapshot: ClusterSnapshot, job: Job, placement: Placement, *, topology: bool = False,
+                  release: Release = DEFAULT) -> bool:
     """Whether Slurm, given the job's own request unmodified, would put exactly ``placement``'s
     tasks on exactly its nodes (select/cons_tres on ``snapshot``, the nodes its request allows:
     ``slurm/cons_tres.py``, the slurm-default policy's rule, ``_eval_nodes_topo`` when the cluster
@@ -264,7 +267,7 @@ def slurms_choice(snapshot: ClusterSnapshot, job: Job, placement: Placement, *, 
     if request is not None and request.narrows():
         return False
     min_nodes, max_nodes = (1, None) if request is None else (request.min_nodes, request.max_nodes)
-    slurm = select(snapshot, job, topology=topology, min_nodes=min_nodes, max_nodes=max_nodes)
+    slurm = select(snapshot, job, topology=topology, min_nodes=min_nodes, max_nodes=max_nodes, release=release)
     return slurm is not None and sorted(slurm.per_node()) == sorted(placement.per_node())
 
 

@@ -20,6 +20,7 @@ from slurm_advisor.daemon.pins import Pin, stuck
 from slurm_advisor.daemon.protocol import MODES
 from slurm_advisor.daemon.queue import AdvisedJob, Listing, QueueError
 from slurm_advisor.domain import ClusterSnapshot
+from slurm_advisor.slurm.release import DEFAULT, Release
 
 log = logging.getLogger("slurm_advisor.daemon")
 
@@ -249,7 +250,8 @@ class ModelFollower:
     def __init__(self, models_dir: Path, service, lock: threading.Lock, counters: Counters, load=None,
                  policy: str = "learned", default_model: Path | None = None, canary_share: float = 0.0):
         self.models_dir, self.service, self.lock, self.counters = Path(models_dir), service, lock, counters
-        self._load = load or functools.partial(_learned_advisor, policy=policy)  # learned or learned-fast
+        # learned or learned-fast, with Slurm's own rule of the release the daemon read as fallback
+        self._load = load or functools.partial(_learned_advisor, policy=policy, release=getattr(service, "release", None) or DEFAULT)
         self._tried: str | None = None  # the last version tried, loaded or not
         self.canary_share = canary_share  # 0: a canary pointer is ignored, the active model serves all
         self._canary_tried: str | None = None
@@ -327,11 +329,11 @@ class ModelFollower:
         return True
 
 
-def _learned_advisor(model_dir: Path, policy: str = "learned"):
+def _learned_advisor(model_dir: Path, policy: str = "learned", release: Release = DEFAULT):
     from slurm_advisor.advisor import Advisor
     from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 
-    return Advisor(load_policy(policy, model_dir), fallback=SlurmDefaultPolicy())
+    return Advisor(load_policy(policy, model_dir), fallback=SlurmDefaultPolicy(release))
 
 
 def load_policy(name: str, model_dir: Path | None):

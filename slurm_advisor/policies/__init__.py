@@ -12,6 +12,7 @@ from pathlib import Path
 
 from slurm_advisor.errors import InputError
 from slurm_advisor.policies.base import Policy
+from slurm_advisor.slurm.release import DEFAULT, Release
 from slurm_advisor.speedmodels.base import SpeedModel
 
 
@@ -19,16 +20,17 @@ from slurm_advisor.speedmodels.base import SpeedModel
 class PolicyContext:
     truth: SpeedModel | None = None   # only the oracle may use it
     model_dir: Path | None = None     # the learned policy's checkpoint; lif: its lif_profile.json
+    release: Release = DEFAULT        # the Slurm whose choice slurm-default and slurm-topo make
 
 
 def _slurm_default(ctx: PolicyContext) -> Policy:
     from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
-    return SlurmDefaultPolicy()
+    return SlurmDefaultPolicy(ctx.release)
 
 
 def _slurm_topo(ctx: PolicyContext) -> Policy:
     from slurm_advisor.policies.slurm_topo import SlurmTopoPolicy
-    return SlurmTopoPolicy()
+    return SlurmTopoPolicy(ctx.release)
 
 
 def _pack(ctx: PolicyContext) -> Policy:

@@ -28,6 +28,21 @@ pinned node gets. Transcribed from tag slurm-22-05-9-1 (threads per core 1, as o
    (and, with GPUs, ``gres_task_limit`` = its free GPUs / g). The allocation then holds exactly
    tasks * c CPUs per node (``_cyclic_sync_core_bitmap`` clears the rest).
 
+From 24.05 (``Release.spreads_job_gpus``; read at slurm-24-11-5-1) steps 2 and 3 count a GPU job's
+GPUs out node by node, in node-index order, k - i - 1 required nodes still to come after node i:
+
+2'. ``topology/common/eval_nodes.c:eval_nodes_select_cores`` -> ``topology/common/gres_filter.c:
+   gres_filter_sock_core``: the node may take at most ``_set_max_gres`` GPUs: its free GPUs, cut
+   to what the job still wants (G = N*g less the GPUs counted on earlier nodes) less one GPU per
+   node to come (when that leaves a positive number; once G is counted, g); its tasks are cut to
+   those GPUs / g (and to 1 as in step 2).
+3'. ``eval_nodes_cpus_to_use`` as step 3, then ``eval_nodes_gres``: the node's tasks are cut to
+   the job's tasks still to place less one per node to come (at least 1), and the GPUs of those
+   tasks are counted (``gres_sched_add``). The job fails if the nodes count fewer than G GPUs.
+
+Step 4 then limits each node to the tasks counted there (``gres_task_limit``): ``-n 8 -c 2
+--gpus-per-task=1 -w n[1-4]`` is 4,2,1,1 on 24.11 (GPUs 4, 8-4-2 = 2, 8-6-1 = 1, 1), 3,3,1,1 on 22.05.
+
 So with c = 1 step 3 hands out exactly N (every node at least one task, the rest in node order
 up to what each holds); with c > 1 it keeps back only one CPU per later node, several nodes can
 be given more than their share, and step 4's rounds split the surplus: ``-n 8 -c 2 -N 4 -w
@@ -68,10 +83,12 @@ import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources
 from slurm_advisor.slurm.cons_tres import usable_slots
+from slurm_advisor.slurm.release import DEFAULT, Release
 
 
 def slurm_counts(layout, free: np.ndarray, node_indices: Sequence[int], num_tasks: int,
-                 task_demand: Resources, tasks_per_node: int | None = None) -> list[int] | None:
+                 task_demand: Resources, tasks_per_node: int | None = None,
+                 release: Release = DEFAULT) -> list[int] | None:
     """Tasks per node Slurm allocates to a job of ``num_tasks`` tasks of ``task_demand`` pinned
     to exactly ``node_indices`` (``-w`` those nodes, ``-N`` their count), aligned with
     ``node_indices`` as given; None if Slurm would not start it now.
@@ -82,7 +99,9 @@ def slurm_counts(layout, free: np.ndarray, node_indices: Sequence[int], num_task
     ``tasks_per_node``: the job's ``--ntasks-per-node`` t. Pinned (``min_nodes = max_nodes`` = k),
     Slurm allocates t tasks' CPUs on *every* node, whatever ``-n`` says (the differential test on
     the testbed: ``-n 4 --ntasks-per-node=2`` pinned to three nodes ran 2, 2, 2): so a pin keeps
-    the job's own tasks only where k x t is its task count, each node holding t of them."""
+    the job's own tasks only where k x t is its task count, each node holding t of them.
+
+    ``release``: the Slurm whose rule applies (steps 2' and 3' from 24.05)."""
     nodes = [int(i) for i in node_indices]
     if not nodes or len(set(nodes)) != len(nodes) or not all(0 <= i < len(layout.nodes) for i in nodes):
         raise ValueError(f"node indices must be distinct indices of the layout, not {list(node_indices)}")
@@ -99,12 +118,18 @@ def slurm_counts(layout, free: np.ndarray, node_indices: Sequence[int], num_task
         if task_demand.gpus and (rows[:, 1] < tasks_per_node * task_demand.gpus).any():
             return None
         return [tasks_per_node] * len(nodes)
-    given = required_node_cpus(usable, num_tasks, task_demand.cpus)
-    if given is None:
-        return None
-    if task_demand.gpus and int(rows[:, 1].sum()) < num_tasks * task_demand.gpus:
-        return None  # gres_sched_test
-    gpu_limit = rows[:, 1] // task_demand.gpus if task_demand.gpus else None
+    if task_demand.gpus and release.spreads_job_gpus:
+        spread = spread_job_gpus(rows, num_tasks, task_demand)
+        if spread is None:
+            return None
+        given, gpu_limit = spread
+    else:
+        given = required_node_cpus(usable, num_tasks, task_demand.cpus)
+        if given is None:
+            return None
+        if task_demand.gpus and int(rows[:, 1].sum()) < num_tasks * task_demand.gpus:
+            return None  # gres_sched_test
+        gpu_limit = rows[:, 1] // task_demand.gpus if task_demand.gpus else None
     counts = compute_c_b(given, num_tasks, task_demand.cpus, gpu_limit)
     by_node = dict(zip(order, counts))
     return [by_node[i] for i in nodes]
@@ -142,6 +167,37 @@ def required_node_cpus(usable: np.ndarray, num_tasks: int, cpus_per_task: int) -
     return given if rem_cpus <= 0 else None
 
 
+def spread_job_gpus(rows: np.ndarray, num_tasks: int, task_demand: Resources) -> tuple[list[int], list[int]] | None:
+    """CPUs each required node gives and the tasks its counted GPUs allow, in node-index order,
+    for a GPU job on 24.05+ (steps 2' and 3'); None where Slurm fails the job."""
+    c, g = task_demand.cpus, task_demand.gpus
+    cpu_tasks = usable_slots(rows, Resources(c, 0, task_demand.mem_mb)).tolist()
+    wanted, counted = num_tasks * g, 0
+    rem_max_cpus, rem_tasks, nodes = num_tasks * c, num_tasks, len(rows)
+    given, gpu_tasks = [], []
+    for i, (tasks, free_gpus) in enumerate(zip(cpu_tasks, rows[:, 1].tolist())):
+        later = nodes - i - 1
+        cap = min(free_gpus, wanted)  # max_node_gres
+        rem_gres = wanted - counted - later if counted < wanted else g
+        tasks = min(tasks, (rem_gres if 0 < rem_gres < cap else cap) // g)
+        if num_tasks == nodes:
+            tasks = min(tasks, 1)
+        if tasks == 0:
+            return None  # "required node lacks available resources"
+        cpus = tasks * c
+        if cpus > rem_max_cpus - later:
+            cpus = max(rem_max_cpus - later, c)
+        used = min(max(min(rem_tasks - later, cpus // c), 1), tasks)
+        given.append(cpus)
+        gpu_tasks.append(used)
+        counted += used * g
+        rem_tasks -= used
+        rem_max_cpus -= cpus
+    if rem_max_cpus > 0 or counted < wanted:
+        return None
+    return given, gpu_tasks
+
+
 def compute_c_b(given: list[int], num_tasks: int, cpus_per_task: int,
                 gpu_limit: np.ndarray | None = None) -> list[int]:
     """Tasks per node (step 4), ``cons_tres/dist_tasks.c:dist_tasks_compute_c_b`` with one
@@ -163,11 +219,12 @@ def compute_c_b(given: list[int], num_tasks: int, cpus_per_task: int,
     return tasks
 
 
-def express(snapshot: ClusterSnapshot, job: Job, placement: Placement) -> Placement | None:
+def express(snapshot: ClusterSnapshot, job: Job, placement: Placement, release: Release = DEFAULT) -> Placement | None:
     """The placement Slurm produces when ``job`` is pinned to ``placement``'s nodes: the same
     node set, Slurm's tasks per node (:func:`slurm_counts`), PS tasks kept on the nodes where
     ``placement`` put them as far as those counts allow, the remaining tasks (PS first) on the
     remaining slots in node-index order. None when Slurm would not start the job there now.
+    ``release``: the Slurm whose rule applies (the daemon passes the one it read at start).
 
     Slurm gives all tasks one shape: a PS job's ``ps_demand`` must equal its ``worker_demand``."""
     if job.num_ps and job.ps_demand != job.worker_demand:
@@ -183,7 +240,7 @@ def express(snapshot: ClusterSnapshot, job: Job, placement: Placement) -> Placem
     request = job.request
     counts = slurm_counts(snapshot.layout, snapshot.free_array(), [snapshot.index(n) for n in order],
                           job.num_tasks, job.worker_demand,
-                          None if request is None else request.max_tasks_per_node)
+                          None if request is None else request.max_tasks_per_node, release)
     if counts is None:
         return None
     ps_wanted = {node: ps for node, ps, _ in placement.per_node()}

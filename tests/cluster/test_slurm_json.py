@@ -8,10 +8,12 @@ from slurmctl import JobView
 from slurm_advisor.cluster.base import SourceError
 from slurm_advisor.cluster.slurm_cli import build_snapshot, running_job
 from slurm_advisor.cluster.slurm_json import (
+    describe_topology,
     expand_hostlist,
     gres_gpus,
     node_shares,
     number,
+    parse_blocks,
     parse_sinfo,
     parse_squeue,
     parse_topology,
@@ -173,6 +175,21 @@ def test_topology_leaf_switch_and_none():
     assert parse_topology("scontrol: error: No topology information available\n") == {}
     with pytest.raises(SourceError, match="bad switch line"):
         parse_topology("SwitchName=s1 Level=x Nodes=n1")
+
+
+def test_topology_blocks():
+    # topology/block's lines as topology_block.c:_print_topo_record writes them (24.11, 26.05)
+    text = ("BlockName=b1 BlockIndex=0 Nodes=n[1-2] BlockSize=2\n"
+            "BlockName=b2 BlockIndex=1 Nodes=n[3-4] BlockSize=2\n"
+            "AggregatedBlock=b[1-2] BlockIndex=2 Nodes=n[1-4] BlockSize=4\n")
+    assert parse_blocks(text) == {"n1": "b1", "n2": "b1", "n3": "b2", "n4": "b2"}
+    assert parse_topology(text) == {}  # no switches: blocks are not a tree
+    assert parse_blocks("SwitchName=s1 Level=0 LinkSpeed=1 Nodes=n[1-2]\n") == {}
+    assert describe_topology({}, parse_blocks(text)) == {"plugin": "block", "blocks": 2, "nodes": 4}
+    assert describe_topology({"n1": "s1", "n2": "s2"}, {}) == {"plugin": "tree", "switches": 2, "nodes": 2}
+    assert describe_topology({}, {}) == {"plugin": "none"}
+    with pytest.raises(SourceError, match="bad block line"):
+        parse_blocks("BlockName= BlockIndex=0 Nodes=n1")
 
 
 def test_node_shares():

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from fake_advisor import PLACE, FakeAdvisor
 
+from slurm_advisor.slurm.release import Release
+
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(os.environ.get("SLURM_ADVISOR_TESTBED_DIR", "/tmp/slurm-advisor-testbed"))
@@ -70,6 +72,10 @@ def sbatch(jobs: list[str], *args: str, env: dict[str, str] | None = None) -> st
     return job_id
 
 
+def release() -> Release:
+    return Release.parse(slurm("sinfo", "--version"))
+
+
 def show_job(job_id: str) -> dict[str, str]:
     text = slurm("scontrol", "show", "job", "-o", job_id)
     return dict(re.findall(r"(?:^|\s)([A-Za-z][\w/:]*)=(\S*)", text))
@@ -115,10 +121,13 @@ def test_no_daemon_every_job_passes_unmodified_and_fast(jobs: list[str]) -> None
         took.append(time.monotonic() - start)
     print(f"\n50 marked sbatch, no daemon: mean {sum(took) / 50:.3f} s, slowest {max(took):.3f} s")
     assert len(jobs) == 50 and max(took) < 0.5, f"slowest sbatch {max(took):.3f} s"
-    for job_id in jobs:
+    # The same job without the marker, which the hook never touches: how this release shows an
+    # unset node count ("1" on 22.05.8, "1-1" on 24.11.5, "1-4" on 26.05.5)
+    control = show_job(sbatch(jobs, "--hold", "-n", "4", "--wrap", "true"))
+    for job_id in jobs[:50]:
         job = show_job(job_id)
         assert "AdminComment" not in job and job["ReqNodeList"] == "(null)", job  # scontrol omits an unset one
-        assert job["NumTasks"] == "4" and job["NumNodes"] == "1"
+        assert job["NumTasks"] == "4" and job["NumNodes"] == control["NumNodes"], (job, control)
 
 
 def test_kill_switch_stops_the_hook(jobs: list[str]) -> None:
@@ -145,11 +154,16 @@ def test_request_carries_the_descriptor_fields(jobs: list[str]) -> None:
     finally:
         daemon.close()
     first, second = (daemon.request_json(i)["job"] for i in (0, 1))
+    # slurmctld's own spelling of -c 2 --gpus-per-task=1 in job_desc, verbatim: 22.05 "gres:gpu:1",
+    # 24.11 and 26.05 "cpu=2,gres/gpu=1" (slurm/request.py reads both)
+    # (--gres=gpu:1 per node: "gres:gpu:1" on 22.05, "gres/gpu:1" on 24.11 and 26.05)
+    old = release() < Release(24, 11)
+    per_task, per_node = ("gres:gpu:1", "gres:gpu:1") if old else ("cpu=2,gres/gpu=1", "gres/gpu:1")
     assert first == {**first, "comment": f'a "q" {MARKER}', "num_tasks": 4, "cpus_per_task": 2,
-                     "pn_min_memory": 1000, "mem_per_cpu": True, "tres_per_task": "gres:gpu:1",
+                     "pn_min_memory": 1000, "mem_per_cpu": True, "tres_per_task": per_task,
                      "time_limit": 90, "min_nodes": None, "max_nodes": None, "req_nodes": None}
     assert second == {**second, "num_tasks": None, "cpus_per_task": None, "pn_min_memory": 3072,
-                      "mem_per_cpu": False, "tres_per_node": "gres:gpu:1", "time_limit": None,
+                      "mem_per_cpu": False, "tres_per_node": per_node, "time_limit": None,
                       "min_nodes": 2, "max_nodes": 2, "req_nodes": "n[1-2]"}
 
 

@@ -1,7 +1,8 @@
 """The testbed's Slurm through its own commands: submit, read free capacity and allocations, wait, cancel.
 
 Every command is an argument list (never a shell string). Readings are parsed from `sinfo --json`
-and `scontrol show job -d -o` into the domain's values (`Node`, `Resources`) at this edge. A
+(on 23.02+, whose sinfo groups nodes and has no ``nodes`` key: `scontrol --json show nodes`) and
+`scontrol show job -d -o` into the domain's values (`Node`, `Resources`) at this edge. A
 `Slurm` remembers the jobs it submitted: `cancel_all` cancels exactly those and waits until the
 cluster has all its capacity back.
 """
@@ -17,6 +18,7 @@ from datetime import datetime
 
 from slurm_advisor.cluster.slurm_json import expand_hostlist
 from slurm_advisor.domain import Node, Resources
+from slurm_advisor.slurm.release import Release
 
 #: States in which a job still holds (or is about to hold) its allocation.
 ACTIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED"})
@@ -60,6 +62,11 @@ def job_fields(line: str) -> dict[str, str]:
     for key, value in _FIELD.findall(line):
         fields.setdefault(key, value)
     return fields
+
+
+def _int(value) -> int:
+    """A JSON number: plain (22.05) or a 23.02+ ``{"set", "infinite", "number"}`` object."""
+    return int(value["number"] if isinstance(value, dict) else value)
 
 
 def _time(value: str) -> datetime | None:
@@ -108,30 +115,43 @@ class Slurm:
     def __init__(self, workdir: str = "/tmp"):
         self.workdir = workdir  # batch jobs run here and write no output files
         self.submitted: list[str] = []
+        self._node_commands = [["sinfo", "--json"], ["scontrol", "--json", "show", "nodes"]]
 
     # -- reading -----------------------------------------------------------------------------
     def ping(self) -> None:
         """Fails fast (SlurmError) when no slurmctld answers; sinfo would retry for a minute."""
         run(["scontrol", "ping"], timeout_s=15)
 
+    def release(self) -> Release:
+        """The release of the Slurm commands on PATH (``sinfo --version``)."""
+        return Release.parse(run(["sinfo", "--version"]))
+
     def _nodes_json(self) -> list[dict]:
-        answer = json.loads(run(["sinfo", "--json"]))
-        if answer.get("errors"):  # sinfo --json exits 0 even when it reached no controller
-            raise SlurmError(f"sinfo --json: {answer['errors']}")
-        return answer["nodes"]
+        for command in self._node_commands:
+            answer = json.loads(run(command))
+            if answer.get("errors"):  # sinfo --json exits 0 even when it reached no controller
+                raise SlurmError(f"{' '.join(command)}: {answer['errors']}")
+            if "nodes" in answer:
+                self._node_commands = [command]  # the release's way, from now on
+                return answer["nodes"]
+        raise SlurmError(f"no 'nodes' in the answer of {' '.join(self._node_commands[-1])}")
 
     def nodes(self) -> tuple[Node, ...]:
         """The nodes in Slurm's order, with their configured capacity."""
-        return tuple(Node(n["name"], n["cpus"], gpu_count(n["gres"]), n["real_memory"])
+        return tuple(Node(n["name"], _int(n["cpus"]), gpu_count(n["gres"]), _int(n["real_memory"]))
                      for n in self._nodes_json())
 
     def node_states(self) -> dict[str, str]:
-        return {n["name"]: n["state"] for n in self._nodes_json()}
+        """node -> its state, lower case: 22.05's one word ("idle"); 23.02+'s list of the state and
+        its flags joined by "+" ("idle", "idle+drain")."""
+        return {n["name"]: n["state"] if isinstance(n["state"], str) else "+".join(n["state"]).lower()
+                for n in self._nodes_json()}
 
     def free(self) -> dict[str, Resources]:
         """node -> CPUs, GPUs and MB not allocated to any job."""
-        return {n["name"]: Resources(n["cpus"] - n["alloc_cpus"], gpu_count(n["gres"]) - gpu_count(n["gres_used"]),
-                                     n["real_memory"] - n["alloc_memory"])
+        return {n["name"]: Resources(_int(n["cpus"]) - _int(n["alloc_cpus"]),
+                                     gpu_count(n["gres"]) - gpu_count(n["gres_used"]),
+                                     _int(n["real_memory"]) - _int(n["alloc_memory"]))
                 for n in self._nodes_json()}
 
     def job(self, job_id: str) -> JobView:

@@ -22,11 +22,19 @@ from differential import FOUND, VERBATIM, Differential, generate, session
 from differential_check import TESTBED, Case
 from slurmctl import Slurm, run
 
+from slurm_advisor.slurm.release import Release
+
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(os.environ.get("SLURM_ADVISOR_TESTBED_DIR", "/tmp/slurm-advisor-testbed"))
 SOCKET = Path(os.environ.get("SLURM_ADVISOR_TESTBED_SOCKET", ROOT / "advisor.sock"))
 SEED = 38
+#: Slurm 26.05 starts a ``--gpus=G`` job on nodes that hold fewer than G GPUs and allocates what
+#: they hold (26.05.5 testbed: ``-n 4 -N 1 --gpus=8`` runs on one node with gpu:4, TresPerJob
+#: gres/gpu:8; case s38-17). The request is then Slurm's own to break: such a case must honour
+#: everything else, alone and advised, and is reported as an expected failure.
+SHORT_GPUS = "GPUs in all, not the --gpus="
+SHORTS_GPUS_FROM = Release(26, 5)
 RANDOM_CASES = 50
 CASES = (*VERBATIM, *FOUND, *generate(TESTBED, SEED, RANDOM_CASES))
 
@@ -45,8 +53,13 @@ def test_slurm_accepts_the_advised_job_and_it_honours_the_request(case: Case, di
                                                                    slurm: Slurm):
     result = differential.run(case)
     cluster = differential.cluster
-    if result.violations_alone(cluster):
+    alone = result.violations_alone(cluster)
+    short = [v for v in alone if SHORT_GPUS in v]
+    slurms_own = bool(alone) and short == alone and slurm.release() >= SHORTS_GPUS_FROM
+    if alone and not slurms_own:
         pytest.fail(f"the check fails Slurm's own allocation: the check is wrong\n{result.report(cluster)}",
                     pytrace=False)
-    if result.failures(cluster):
+    if [f for f in result.failures(cluster) if not (slurms_own and SHORT_GPUS in f)]:
         pytest.fail(result.report(cluster), pytrace=False)
+    if slurms_own:  # all else honoured; shown as xfail, not hidden
+        pytest.xfail(f"Slurm {slurm.release()} itself gives fewer GPUs than --gpus: {'; '.join(short)}")

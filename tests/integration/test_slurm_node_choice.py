@@ -1,5 +1,8 @@
 """slurm-default places worker-only jobs on the nodes where a real select/cons_tres puts them.
 
+The policy models the release the testbed runs (``sinfo --version``): on 26.05 a one-task job
+goes on the first node that holds it.
+
 A seeded sequence of jobs goes to the testbed one at a time, with random cancellations between
 them so that free capacity fragments. Before each submission the policy is asked on a snapshot
 of what Slurm reports free; then Slurm decides. Where Slurm starts the job, the tasks per node
@@ -58,7 +61,7 @@ def decided(view) -> bool:
 def test_cons_tres_node_choice_matches_slurm(slurm: Slurm) -> None:
     assert slurm.nodes() == TESTBED, "the test is written for the 4-node testbed of .ci/slurm-testbed.sh"
     rng = np.random.default_rng(SEED)
-    policy = SlurmDefaultPolicy()
+    policy = SlurmDefaultPolicy(slurm.release())  # the rule of the release the testbed runs
     running: list[str] = []
     held: dict[str, dict[str, Resources]] = {}  # running job -> what Slurm allocated, per node
     disagreements, outcomes = [], []
@@ -103,6 +106,6 @@ def test_cons_tres_node_choice_matches_slurm(slurm: Slurm) -> None:
           f"{sum(len(o[2]) > 1 for o in started)}; first allocations:")
     for i, request, theirs in outcomes[:12]:
         print(f"  job {i} (tasks, cpus/task, MB/cpu, gpus/task) {request}: {theirs or 'pending'}")
-    print(f"{len(disagreements)} disagreements" + "".join(f"\n  {d}" for d in disagreements))
+    print(f"Slurm {policy.release}: {len(disagreements)} disagreements" + "".join(f"\n  {d}" for d in disagreements))
     assert not disagreements, f"{len(disagreements)} of {JOBS} jobs placed otherwise than Slurm:\n" + \
         "\n".join(disagreements)

@@ -3,7 +3,8 @@
 The daemon pins an advised job (``-w <nodes> -N k -n N`` with the job's uniform per-task
 options) and Slurm decides how many tasks each node gets. A seeded sequence of states, built by
 unpinned background jobs and by pinned jobs left running, each followed by one random pinned
-job: ``slurm_counts`` is asked on what ``sinfo`` reports free just before submission. Where
+job: ``slurm_counts`` is asked, for the release the testbed runs (``sinfo --version``), on what
+Slurm reports free just before submission. Where
 Slurm starts the job, its allocation (``scontrol show job -d``) must hold exactly the predicted
 tasks on each pinned node (CPUs, GPUs and memory of whole tasks); where it leaves the job
 pending on resources, the prediction must be None.
@@ -17,6 +18,7 @@ from slurmctl import Slurm
 from slurm_advisor.domain import ClusterSnapshot, Node, Resources
 from slurm_advisor.slurm.cons_tres import usable_slots
 from slurm_advisor.slurm.expressible import slurm_counts
+from slurm_advisor.slurm.release import DEFAULT, Release
 
 SEED = 20261202
 JOBS = 45
@@ -48,15 +50,20 @@ def random_pinned(rng: np.random.Generator, snap: ClusterSnapshot) -> tuple[list
     return names, demand, (tasks, cpus, mem_per_cpu, gpus)
 
 
-def telling_pinned(rng: np.random.Generator, snap: ClusterSnapshot, tries: int = 400):
-    """A random pinned request for which Slurm's rule and ``naive_fill`` differ, if one of
-    ``tries`` draws is such (they are rare: several nodes, cpus-per-task > 1), else the first."""
+def telling_pinned(rng: np.random.Generator, snap: ClusterSnapshot, release: Release, tries: int = 400,
+                   against_default: bool = False):
+    """A random pinned request for which Slurm's rule and ``naive_fill`` differ (or, with
+    ``against_default``, ``release``'s rule and the default release's), if one of ``tries``
+    draws is such (they are rare: several nodes, cpus-per-task > 1, GPUs), else the first."""
     first = None
     for _ in range(tries):
         names, demand, request = drawn = random_pinned(rng, snap)
         first = first or drawn
-        ours = slurm_counts(snap.layout, snap.free_array(), [snap.index(n) for n in names], request[0], demand)
-        if ours is not None and ours != naive_fill(snap, names, request[0], demand):
+        nodes = [snap.index(n) for n in names]
+        ours = slurm_counts(snap.layout, snap.free_array(), nodes, request[0], demand, release=release)
+        other = slurm_counts(snap.layout, snap.free_array(), nodes, request[0], demand) if against_default \
+            else naive_fill(snap, names, request[0], demand)
+        if ours is not None and ours != other:
             return drawn
     return first
 
@@ -107,15 +114,19 @@ def churn(slurm: Slurm, rng: np.random.Generator, held: dict[str, int]) -> None:
 def test_pinned_jobs_get_the_tasks_per_node_slurm_counts_predicts(slurm: Slurm) -> None:
     assert slurm.nodes() == TESTBED, "the test is written for the 4-node testbed of .ci/slurm-testbed.sh"
     rng = np.random.default_rng(SEED)
+    release = slurm.release()
     held: dict[str, int] = {}  # running job -> its CPUs
     rows, disagreements = [], []
     for i in range(JOBS):
         churn(slurm, rng, held)
         free = slurm.free()
         snap = ClusterSnapshot(TESTBED, free)
-        names, demand, request = (telling_pinned if i % 2 else random_pinned)(rng, snap)
+        # on a newer release every fourth job is one its rule lays out otherwise than 22.05's
+        names, demand, request = telling_pinned(rng, snap, release, against_default=release != DEFAULT and i % 4 == 3) \
+            if i % 2 else random_pinned(rng, snap)
         tasks, cpus, mem_per_cpu, gpus = request
-        ours = slurm_counts(snap.layout, snap.free_array(), [snap.index(n) for n in names], tasks, demand)
+        ours = slurm_counts(snap.layout, snap.free_array(), [snap.index(n) for n in names], tasks, demand,
+                            release=release)
 
         job_id = slurm.submit([f"--nodelist={','.join(names)}", f"--nodes={len(names)}", *options(*request)],
                               sleep_s=600)
@@ -131,18 +142,21 @@ def test_pinned_jobs_get_the_tasks_per_node_slurm_counts_predicts(slurm: Slurm) 
         else:
             slurm.cancel(job_id)
             slurm.wait_gone(job_id)
-        rows.append((i, names, request, theirs, theirs is not None and theirs != naive_fill(snap, names, tasks, demand)))
+        older = slurm_counts(snap.layout, snap.free_array(), [snap.index(n) for n in names], tasks, demand)
+        rows.append((i, names, request, theirs, theirs is not None and theirs != naive_fill(snap, names, tasks, demand),
+                     release != DEFAULT and theirs != older))
         if theirs != ours:
             disagreements.append(f"job {i} -w {','.join(names)} (tasks, cpus/task, MB/cpu, gpus/task) "
                                  f"{request} on free {dict(free)}:\n    slurm {theirs}\n    ours  {ours}")
 
     started = [r for r in rows if r[3] is not None]
-    print(f"\n{JOBS - len(disagreements)} of {JOBS} pinned jobs agree ({len(started)} started, "
+    print(f"\nSlurm {release}: {JOBS - len(disagreements)} of {JOBS} pinned jobs agree ({len(started)} started, "
           f"{JOBS - len(started)} pending); multi-node starts: {sum(len(r[1]) > 1 for r in started)}, "
           f"with more than one task on some node of several: "
           f"{sum(len(r[1]) > 1 and max(r[3]) > 1 for r in started)}, where one task per node and "
-          f"then node-order fill would be wrong: {sum(r[4] for r in rows)}; first ones:")
-    for i, names, request, theirs, _ in rows[:10]:
+          f"then node-order fill would be wrong: {sum(r[4] for r in rows)}, where the {DEFAULT} rule would be "
+          f"wrong: {sum(r[5] for r in rows)}; first ones:")
+    for i, names, request, theirs, *_ in rows[:10]:
         print(f"  job {i} -w {','.join(names)} {request}: {theirs or 'pending'}")
     assert not disagreements, f"{len(disagreements)} of {JOBS} pinned jobs laid out otherwise than " \
         "slurm_counts predicts:\n" + "\n".join(disagreements)

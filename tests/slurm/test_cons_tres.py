@@ -10,6 +10,8 @@ import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Resources
 from slurm_advisor.policies import BASELINES, make_policy
+from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
+from slurm_advisor.slurm.release import Release
 
 WORKER = Resources(2, 0, 8_000)
 GPU_WORKER = Resources(2, 1, 8_000)
@@ -289,3 +291,24 @@ def test_slots_are_remembered_for_a_read_only_array_only() -> None:
     assert fits_once(view, demand).tolist() == [True, False]
     owner[1, 1] = 3
     assert fits_once(view, demand).tolist() == [True, True]
+
+
+# -- Slurm 26.05: a one-task job on the first node that holds it ----------------------------------
+def test_on_26_05_a_one_task_job_goes_to_the_first_node_that_holds_it() -> None:
+    # the 26.05.5 testbed's four disagreements with the 22.05 rule (node choice test, seed 20261201)
+
+    testbed = tuple(Node(f"n{i}", 8, 4, 32_000) for i in range(1, 5))
+    cases = [  # (cpus, gpus, MB per CPU), free per node, Slurm 26.05's node, 22.05's node
+        ((1, 0, 500), [(0, 1, 18000), (3, 3, 18000), (7, 4, 31000), (2, 2, 8000)], "n2", "n4"),
+        ((2, 1, 2000), [(2, 1, 20000), (4, 4, 16000), (0, 0, 8000), (8, 4, 32000)], "n1", "n4"),
+        ((2, 0, 2000), [(0, 0, 25000), (8, 4, 32000), (2, 3, 26000), (4, 4, 30000)], "n2", "n3"),
+        ((1, 0, 4000), [(3, 4, 12000), (2, 4, 20000), (2, 4, 26000), (5, 4, 29000)], "n1", "n2"),
+    ]
+    for (cpus, gpus, mem), free, new, old in cases:
+        snap = ClusterSnapshot(testbed, {n.name: Resources(*f) for n, f in zip(testbed, free)})
+        job = Job("j", "test", 0, 1, Resources(), Resources(cpus, gpus, cpus * mem), 1.0)
+        assert SlurmDefaultPolicy(Release(26, 5, 5)).place(snap, job).nodes() == (new,)
+        assert SlurmDefaultPolicy(Release(24, 11, 5)).place(snap, job).nodes() == (old,)
+        assert SlurmDefaultPolicy().place(snap, job).nodes() == (old,)
+    full = ClusterSnapshot(testbed, {n.name: Resources(0, 4, 32_000) for n in testbed})
+    assert SlurmDefaultPolicy(Release(26, 5, 5)).place(full, gpu_workers(1)) is None

@@ -10,6 +10,7 @@ import pytest
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Resources
 from slurm_advisor.slurm.cons_tres import usable_slots
 from slurm_advisor.slurm.expressible import compute_c_b, express, required_node_cpus, slurm_counts
+from slurm_advisor.slurm.release import DEFAULT, Release
 
 NODES = tuple(Node(f"n{i}", 8, 4, 32_000) for i in range(1, 5))
 EMPTY = ClusterSnapshot.empty(NODES)
@@ -137,7 +138,8 @@ def test_with_one_cpu_per_task_it_is_block_with_one_task_kept_per_later_node() -
         assert slurm_counts(EMPTY.layout, free, nodes, n, demand) == (expected if ok else None)
 
 
-def test_counts_always_fit_and_cover_every_node() -> None:
+@pytest.mark.parametrize("release", [DEFAULT, Release(24, 11, 5)], ids=str)
+def test_counts_always_fit_and_cover_every_node(release: Release) -> None:
     rng = np.random.default_rng(11)
     started = 0
     for _ in range(500):
@@ -146,7 +148,7 @@ def test_counts_always_fit_and_cover_every_node() -> None:
         nodes = rng.choice(4, size=k, replace=False).tolist()
         n = int(rng.integers(k, 3 * k + 1))
         demand = task(int(rng.choice([1, 2, 3, 4])), int(rng.integers(0, 2)), int(rng.choice([500, 1000, 4000])))
-        got = slurm_counts(EMPTY.layout, free, nodes, n, demand)
+        got = slurm_counts(EMPTY.layout, free, nodes, n, demand, release=release)
         if got is None:
             continue
         started += 1

@@ -1,0 +1,53 @@
+"""Which Slurm release the advisor models, and where its releases place differently. Pure.
+
+The daemon reads the release once at start (``sinfo --version``: "slurm 22.05.8", or
+"slurm-wlm 24.11.5" from Debian's packages) and hands it to the parts of ``slurm/`` that follow
+Slurm's behaviour; the simulator and the tests name one. Each difference is one property here,
+named after what Slurm does, with the tag it was read from:
+
+- :attr:`Release.spreads_job_gpus` (24.05+, commit 038bd99e11 "Modify _set_max_gres to be aware of
+  rem_nodes and rem_sockets", first in slurm-24-05-0-1; read at slurm-24-11-5-1): a GPU job's
+  GPUs in all (``gres_per_job``) are counted out node by node: a required node may take at most
+  what is still wanted less one GPU for each required node after it
+  (``topology/common/gres_filter.c:_set_max_gres``), which cuts its tasks too. 22.05 let every
+  node take all its free GPUs.
+- :attr:`Release.first_fit_single_node` (26.05): a one-node job goes on the first usable node
+  that holds it in node order, not the best-fitting one (measured on the 26.05.5 testbed).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class Release:
+    """A Slurm release, compared by (major, minor, micro)."""
+
+    major: int
+    minor: int
+    micro: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> Release:
+        """The release in ``sinfo --version``'s answer, or in a plain "24.11" / "24.11.5";
+        ValueError when there is none."""
+        match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+        if match is None:
+            raise ValueError(f"no Slurm release in {text.strip()!r}")
+        return cls(int(match[1]), int(match[2]), int(match[3] or 0))
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor:02d}.{self.micro}"
+
+    @property
+    def spreads_job_gpus(self) -> bool:
+        return (self.major, self.minor) >= (24, 5)
+
+    @property
+    def first_fit_single_node(self) -> bool:
+        return (self.major, self.minor) >= (26, 5)
+
+
+#: The release the advisor models when it is told none: the testbed's and CI's host Slurm.
+DEFAULT = Release(22, 5, 8)
