@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from slurm_advisor.daemon.client import DaemonUnavailable, call
+from slurm_advisor.daemon.client import call
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -60,7 +62,7 @@ def test_the_readmes_install_section_works_as_written(tmp_path):
                  "SLURM_ADVISOR_MODELS_DIR": str(tmp_path / "root/var/lib/slurm-advisor/models")}
     proc = subprocess.Popen([str(venv / "bin/slurm-advisor"), "serve", "--config",
                              str(tmp_path / "root/etc/slurm-advisor/config.toml")], env=serve_env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         status = _status_when_up(sock, proc)
         assert status["mode"] == "observe" and status["source"] == "simulated"
@@ -76,16 +78,18 @@ def test_the_readmes_install_section_works_as_written(tmp_path):
 
 
 def _status_when_up(sock: Path, proc: subprocess.Popen) -> dict:
-    import time
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"the installed daemon exited: {proc.stderr.read()[-2000:]}")
-        try:
-            return call(sock, "status", timeout_s=2.0)
-        except DaemonUnavailable:
-            time.sleep(0.2)  # an external process starting: poll
-    raise AssertionError("the installed daemon did not answer within 120 s")
+    """The installed daemon's status once it logs that it serves (its log is on stderr): that
+    line is the event waited on, read unbuffered, each wait bounded by what is left of 120 s."""
+    deadline, seen, fd = time.monotonic() + 120, b"", proc.stderr.fileno()
+    while (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([fd], [], [], left)
+        chunk = os.read(fd, 65536) if ready else b""
+        if not chunk:
+            raise AssertionError(f"the installed daemon did not start serving: {seen[-2000:].decode(errors='replace')}")
+        seen += chunk
+        if b"serving on" in seen:
+            return call(sock, "status", timeout_s=5.0)
+    raise AssertionError("the installed daemon did not serve within 120 s")
 
 
 def _size_mb(path: Path) -> float:

@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 
-from daemon_helpers import make_daemon, until
+from daemon_helpers import make_daemon
 
 from slurm_advisor.daemon.client import call
 from slurm_advisor.daemon.limits import MAX_BACKLOG, ConnectionLimits
@@ -105,6 +105,12 @@ class _FailingListener:
 
     def __init__(self, real: socket.socket):
         self.real, self.accepts = real, 0
+        self._tried = threading.Condition()
+
+    def wait_for(self, accepts: int, timeout_s: float) -> bool:
+        """Until the server has tried ``accepts`` accepts (each try notifies)."""
+        with self._tried:
+            return self._tried.wait_for(lambda: self.accepts >= accepts, timeout_s)
 
     def fileno(self) -> int:
         return self.real.fileno()
@@ -113,7 +119,9 @@ class _FailingListener:
         self.real.close()
 
     def accept(self):
-        self.accepts += 1
+        with self._tried:
+            self.accepts += 1
+            self._tried.notify_all()
         raise OSError(errno.EMFILE, "Too many open files")
 
 
@@ -124,9 +132,9 @@ def test_a_failing_accept_rests_the_listener_and_logs_once(tmp_path, caplog):
     waiting = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     with caplog.at_level(logging.ERROR, logger="slurm_advisor.daemon"), ServerThread(server):
         waiting.connect(str(daemon.config.socket))  # queued: the listener stays readable
-        until(lambda: failing.accepts >= 1, 5, "the first accept")
+        assert failing.wait_for(1, 5), "the first accept"
         started = time.monotonic()
-        until(lambda: failing.accepts >= 6, 5, "five more accepts")
+        assert failing.wait_for(6, 5), "five more accepts"
         took = time.monotonic() - started
     waiting.close()
     assert took >= 0.4  # one try per rest of 0.1 s, not a spinning loop (tens of thousands a second)
