@@ -66,6 +66,7 @@ def test_the_readmes_install_section_works_as_written(tmp_path):
     try:
         status = _status_when_up(sock, proc)
         assert status["mode"] == "observe" and status["source"] == "simulated"
+        rss = _rss_mb(proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -74,7 +75,8 @@ def test_the_readmes_install_section_works_as_written(tmp_path):
     no_torch = subprocess.run([str(venv / "bin/python"), "-c", "import torch"], check=False, capture_output=True,
                               env=env)
     assert no_torch.returncode != 0
-    print(f"\nserving install: {_size_mb(venv):.0f} MB ({sys.version_info.major}.{sys.version_info.minor})")
+    print(f"\nserving install: {_size_mb(venv):.0f} MB ({sys.version_info.major}.{sys.version_info.minor}); "
+          f"daemon RSS {rss[0]:.0f} MB, its children {' + '.join(f'{m:.0f}' for m in rss[1:])} MB")
 
 
 def _status_when_up(sock: Path, proc: subprocess.Popen) -> dict:
@@ -90,6 +92,18 @@ def _status_when_up(sock: Path, proc: subprocess.Popen) -> dict:
         if b"serving on" in seen:
             return call(sock, "status", timeout_s=5.0)
     raise AssertionError("the installed daemon did not serve within 120 s")
+
+
+def _rss_mb(pid: int) -> list[float]:
+    """VmRSS of ``pid`` and of each of its children (the decision writer, the resource tracker), MB."""
+    def rss(p: str) -> float:
+        for line in Path(f"/proc/{p}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+    children = [c for task in Path(f"/proc/{pid}/task").iterdir()
+                for c in (task / "children").read_text().split()]
+    return [rss(str(pid)), *(rss(c) for c in children)]
 
 
 def _size_mb(path: Path) -> float:
