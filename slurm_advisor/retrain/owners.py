@@ -151,7 +151,8 @@ def assess(reports: Sequence[SpeedReport], outcomes: Iterable[Outcome], decision
 
 
 def weighed(samples: Sequence[SpeedSample], owners: Owners, rules: OwnerRules) -> list[SpeedSample]:
-    """``samples`` less the discounted owners', each owner capped (newest kept); order kept."""
+    """``samples`` less the discounted owners', each owner capped (newest kept); order kept. How
+    many each capped owner lost is recorded in ``owners.capped`` (the summary's ``capped_samples``)."""
     kept = [s for s in samples if owners.owner(s) not in owners.discounted]
     counts = Counter(o for s in kept if (o := owners.owner(s)) is not None)
     cap = owner_cap(dict(counts), rules.max_share)

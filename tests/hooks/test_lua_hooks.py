@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from fake_advisor import CAP, NONE, OBSERVE, PLACE, FakeAdvisor, close_silently, line
-from lua_driver import DRIVER, HOOK, LUA, REPO, TIMEOUT_S, lua_literal, lua_socket_missing
+from lua_driver import DRIVER, HOOK, LUA, MODULE, REPO, TIMEOUT_S, lua_literal, lua_socket_missing
 
 from slurm_advisor.daemon.protocol import decode_request
 from slurm_advisor.slurm.marker import parse_marker
@@ -404,16 +404,20 @@ def test_a_ready_file_that_counts_the_hooks_takes_is_trusted_again(run_hook, dae
     slurm_job_submit(job_desc(copy(fields), w1), {{}}, 0)
     local f = io.open({lua_literal(str(template))}); local text = f:read("*a"); f:close()
     f = io.open({lua_literal(daemon.path + ".ready")}, "w")
-    f:write((text:gsub('"INSTANCE"', '"' .. slurm_advisor.instance .. '"'))); f:close()
+    f:write((text:gsub('"INSTANCE"', '"' .. held.instance .. '"'))); f:close()
     slurm_job_submit(job_desc(copy(fields), w2), {{}}, 0)
     result.calls = {{w1, w2}}
 elseif mode == "burst" then"""))
     case = tmp_path / "two.lua"
     case.write_text("return " + lua_literal(MARKED) + "\n")
+    hook = tmp_path / "holding.lua"  # a site's script holding the module: the test reads its instance
+    hook.write_text(f"held = dofile({lua_literal(str(MODULE))})\n"
+                    "function slurm_job_submit(j, p, u) return held.job_submit(j, p, u) end\n"
+                    "function slurm_job_modify() return slurm.SUCCESS end\n")
     environ = {**os.environ, "SLURM_ADVISOR_SOCKET": daemon.path, "SLURM_ADVISOR_TIMEOUT": str(TIMEOUT_S),
                "SLURM_ADVISOR_KILL_SWITCH": str(tmp_path / "disabled")}
     connections = daemon.connections
-    proc = subprocess.run([LUA, str(driver), "two", str(HOOK), str(case)], check=True,
+    proc = subprocess.run([LUA, str(driver), "two", str(hook), str(case)], check=True,
                           capture_output=True, text=True, env=environ, timeout=60)
     calls = [dict(c) for c in json.loads(proc.stdout)["calls"]]
     assert [c["admin_comment"] for c in calls] == ["slurm-advisor:d-aaaaaaaaaaaa", "slurm-advisor:d-bbbbbbbbbbbb"]
