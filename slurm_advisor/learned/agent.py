@@ -25,7 +25,7 @@ node through the network for every task:
   nodes, all of them are candidates;
 * with ``fill_runs``, a network step chooses the node of a run of the role's tasks: they go
   there while it has room for one more, as a network that fills its nodes would place them
-  task by task (``runs``: used only for a network a probe found to do so; the shipped one does).
+  task by task (``runs``: used only for a network a probe found to do so; the shipped one does not).
 
 Up to that size (the benchmarks' 16 nodes, training, sample mode at any size) every node is
 scored for every task, as the network was trained; ``tests/learned/test_scaling.py`` checks

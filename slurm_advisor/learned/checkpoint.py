@@ -5,10 +5,8 @@ A directory holds ``policy.pt``, ``speed.pt``, ``meta.json`` (validated by ``mod
 ``models.weights``) and, when training fitted one, ``lif_profile.json``: the `lif` baseline's
 interference profile from the same samples.
 
-The speed model is of one of two kinds. A model trained now is the site's structured ensemble
-(``site_speed``; meta.json: ``speed_kind: "site"``), saved in float32. A checkpoint without
-``speed_kind`` (the shipped default model, any model trained before) holds the MLP of
-``speed_model`` on the policy's feature schema, saved in float16, and loads as it always did.
+The speed model is the site's structured ensemble (``site_speed``; meta.json: ``speed_kind:
+"site"``), saved in float32; the policy network in float16.
 """
 from __future__ import annotations
 
@@ -23,11 +21,9 @@ import torch
 from slurm_advisor.errors import InputError
 from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.learned.mlp_speed import LearnedSpeedModel
 from slurm_advisor.learned.policy_net import PolicyNet
 from slurm_advisor.learned.site_net import SiteSpeedNet
 from slurm_advisor.learned.site_speed import SiteSpeedModel
-from slurm_advisor.learned.speed_model import SpeedNet
 from slurm_advisor.learned.vocab import TypeVocab
 from slurm_advisor.models import meta as model_meta
 from slurm_advisor.models import weights
@@ -40,35 +36,30 @@ __all__ = ["DEFAULT_MODEL_DIR", "Checkpoint", "export", "load", "save"]
 @dataclass
 class Checkpoint:
     policy: PolicyNet
-    speed: SpeedNet | SiteSpeedNet
+    speed: SiteSpeedNet
     schema: FeatureSchema
     hyper: Hyper
     meta: dict
-    speed_vocab: TypeVocab | None = None  # the site model's own vocabulary (None: an MLP speed model)
+    speed_vocab: TypeVocab  # the site model's own vocabulary
 
     @functools.cached_property
-    def speed_model(self) -> LearnedSpeedModel | SiteSpeedModel:
+    def speed_model(self) -> SiteSpeedModel:
         """The fitted speed model behind the SpeedModel and SpeedPredictor interfaces."""
-        if self.speed_vocab is None:
-            return LearnedSpeedModel(self.speed, self.schema)
         return SiteSpeedModel(self.speed, self.speed_vocab)
 
 
-def save(directory: Path, policy: PolicyNet, speed: SpeedNet | SiteSpeedModel, schema: FeatureSchema,
+def save(directory: Path, policy: PolicyNet, speed: SiteSpeedModel, schema: FeatureSchema,
          hyper: Hyper, meta: dict, lif_profile: InterferenceProfile | None = None) -> Path:
-    """``speed``: a fitted :class:`SiteSpeedModel` or (older models, tests) a bare SpeedNet."""
+    """``speed``: the fitted site speed model."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     if lif_profile is not None:
         lif_profile.save(directory / PROFILE_FILE)
     else:  # no stale profile from an earlier model in the same directory
         (directory / PROFILE_FILE).unlink(missing_ok=True)
-    kind = {}
-    if isinstance(speed, SiteSpeedModel):
-        kind = {"speed_kind": "site", "speed_vocab": speed.vocab.to_dict(), "speed_members": speed.net.members,
-                "speed_resid": speed.net.n_resid}
-        speed = speed.net
-    policy_state, speed_state = _as_saved(policy, speed)
+    kind = {"speed_kind": "site", "speed_vocab": speed.vocab.to_dict(), "speed_members": speed.net.members,
+            "speed_resid": speed.net.n_resid}
+    policy_state, speed_state = _as_saved(policy, speed.net)
     torch.save(policy_state, directory / "policy.pt")
     torch.save(speed_state, directory / "speed.pt")
     weights.write(directory, _numpy(policy_state), _numpy(speed_state))
@@ -86,10 +77,10 @@ def export(directory: Path) -> Path:
     return weights.write(Path(directory), _numpy(policy_state), _numpy(speed_state))
 
 
-def _as_saved(policy: PolicyNet, speed: SpeedNet | SiteSpeedNet) -> tuple[dict, dict]:
-    """The state_dicts as saved: float16 keeps the shipped model tiny (weights are upcast on load);
-    the site ensemble stays float32 (its exponentials amplify rounding)."""
-    return _half(policy.state_dict()), speed.state_dict() if isinstance(speed, SiteSpeedNet) else _half(speed.state_dict())
+def _as_saved(policy: PolicyNet, speed: SiteSpeedNet) -> tuple[dict, dict]:
+    """The state_dicts as saved: float16 keeps the policy small (weights are upcast on load); the
+    site ensemble stays float32 (its exponentials amplify rounding)."""
+    return _half(policy.state_dict()), speed.state_dict()
 
 
 def _numpy(state: dict) -> dict:
@@ -109,11 +100,8 @@ def load(directory: Path | None = None) -> Checkpoint:
     directory = Path(directory) if directory else DEFAULT_MODEL_DIR
     m = model_meta.read(directory)
     policy = PolicyNet(m.schema.node_dim, m.schema.global_dim, m.hyper.hidden)
-    if m.speed_vocab is None:
-        speed = SpeedNet(m.schema.sample_dim, m.hyper.speed_hidden)
-    else:
-        speed = SiteSpeedNet(m.speed_vocab.n_slots, m.speed_members, m.hyper.speed_hidden,
-                             m.speed_vocab.n_node_slots, m.speed_resid)
+    speed = SiteSpeedNet(m.speed_vocab.n_slots, m.speed_members, m.hyper.speed_hidden,
+                         m.speed_vocab.n_node_slots, m.speed_resid)
     for net, name in ((policy, "policy.pt"), (speed, "speed.pt")):
         _load_weights(net, directory / name)
     return Checkpoint(policy.eval(), speed.eval(), m.schema, m.hyper, m.meta, m.speed_vocab)

@@ -6,8 +6,7 @@ Both give the same float32 values (float16 on disk is upcast exactly as torch's 
 so the policy's placements do not depend on where its weights came from.
 
 * ``NumpyScorer``: the policy network's actor (``policy_net.PolicyNet``), one decision at a time;
-* ``mlp_layers`` / ``mlp_forward``: any ``nn.Sequential`` of Linear and ReLU (the legacy MLP speed
-  model, ``speed_model.SpeedNet``, is one);
+* ``mlp_layers`` / ``mlp_forward``: any ``nn.Sequential`` of Linear and ReLU (the policy's layers);
 * ``NumpySiteNet``: the site speed ensemble (``site_net.SiteSpeedNet``), every member at once.
 """
 from __future__ import annotations

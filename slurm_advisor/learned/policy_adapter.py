@@ -21,7 +21,6 @@ from slurm_advisor.learned import runs
 from slurm_advisor.learned.agent import LearnedPolicy
 from slurm_advisor.learned.patience import PatientPolicy
 from slurm_advisor.models import served
-from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 from slurm_advisor.policies.base import Hold, Policy, warm
 
 
@@ -75,14 +74,9 @@ def load_search_policy(model_dir: Path | None) -> Policy:
 
 def search_of(ckpt, model_dir: Path | None) -> Policy:
     """``load_search_policy`` of a loaded model (served or a torch checkpoint)."""
-    from slurm_advisor.errors import InputError
     from slurm_advisor.learned.search import search_over
     from slurm_advisor.policies.lif import profile_for_model
 
-    if not hasattr(ckpt.speed_model, "log_speeds_all"):
-        where = model_dir or DEFAULT_MODEL_DIR
-        raise InputError(f"{where}: policy 'search' needs a model trained with the site speed model "
-                         "(meta.json speed_kind: site); this one has the older MLP speed model: retrain it")
     return search_over(_network(ckpt), ckpt.speed_model, profile_for_model(model_dir))
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from torch import nn
 
 from slurm_advisor.domain import SpeedSample
 from slurm_advisor.errors import InputError
@@ -21,7 +22,6 @@ from slurm_advisor.learned import site_features as F
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.site_model import SiteEnsemble
 from slurm_advisor.learned.site_net import SiteSpeedNet
-from slurm_advisor.learned.speed_model import BestEpoch, holdout_mask
 from slurm_advisor.learned.vocab import TypeVocab
 from slurm_advisor.plausible_speeds import describe_skipped, usable_samples
 
@@ -155,3 +155,32 @@ class SiteSpeedModel(SiteEnsemble):
         if versions != self._versions:
             self._terms, self._versions = self.net.parameter_terms(), versions
         return self._terms
+
+
+class BestEpoch:
+    """Keeps the weights of the epoch with the lowest held-out error (and the error curve)."""
+
+    def __init__(self, progress=None):
+        self.error, self.state, self.curve, self.progress = float("inf"), None, [], progress
+
+    def offer(self, net: nn.Module, epoch: int, error: float) -> None:
+        self.curve.append(error)
+        if error < self.error:
+            self.error, self.state = error, {k: v.clone() for k, v in net.state_dict().items()}
+        if self.progress:
+            self.progress(epoch, error)
+
+    def restore(self, net: nn.Module) -> None:
+        """The best epoch's weights. No epoch had a finite held-out error (a log speed of -inf from
+        a zero speed makes every loss NaN): a clear error, not load_state_dict(None)'s TypeError."""
+        if self.state is None:
+            raise InputError(f"the speed model's fit gave no finite held-out error in {len(self.curve)} epochs: "
+                             "not enough usable samples (are some speeds zero, negative or not finite?)")
+        net.load_state_dict(self.state)
+
+
+def holdout_mask(job_ids: list[str], share: float, seed: int) -> torch.Tensor:
+    rng = np.random.default_rng(seed)
+    unique = sorted(set(job_ids))
+    held = set(rng.choice(unique, size=max(1, int(len(unique) * share)), replace=False).tolist())
+    return torch.tensor([j in held for j in job_ids])

@@ -3,10 +3,9 @@
 Every flaw a user can cause (a missing or unreadable file, a malformed field) is one
 :class:`InputError` naming the file and the field. The metadata carries the feature schema
 version and job-type vocabulary; a model made for another schema is refused with a message that
-says which versions differ. The speed model is of one of two kinds: the site's structured
-ensemble (``speed_kind: "site"``, its own vocabulary under ``speed_vocab``, ``speed_members``,
-``speed_resid``) or, without ``speed_kind`` (the shipped default, any model trained before), the
-MLP on the policy's feature schema.
+says which versions differ. The speed model is the site's structured ensemble (``speed_kind:
+"site"``, its own vocabulary under ``speed_vocab``, ``speed_members``, ``speed_resid``); a model
+of the legacy MLP kind (no ``speed_kind``) is refused with the command that replaces it.
 """
 from __future__ import annotations
 
@@ -28,7 +27,7 @@ class ModelMeta:
     meta: dict                      # meta.json as read
     schema: FeatureSchema
     hyper: Hyper
-    speed_vocab: TypeVocab | None   # the site model's own vocabulary (None: an MLP speed model)
+    speed_vocab: TypeVocab          # the site model's own vocabulary
     speed_resid: int                # the site model's residual inputs
 
     @property
@@ -44,7 +43,7 @@ def read(directory: Path) -> ModelMeta:
     hyper = _hyper(meta_path, meta.get("hyper", {}))
     _deployment(meta_path, meta)
     vocab = _speed_vocab(meta_path, meta)
-    resid = _speed_resid(meta_path, meta) if vocab is not None else site_features.N_RESID
+    resid = _speed_resid(meta_path, meta)
     return ModelMeta(meta, schema, hyper, vocab, resid)
 
 
@@ -57,13 +56,15 @@ def _speed_resid(meta_path: Path, meta: dict) -> int:
     return n
 
 
-def _speed_vocab(meta_path: Path, meta: dict) -> TypeVocab | None:
-    """The site speed model's vocabulary, or None for a checkpoint of the older MLP kind."""
+def _speed_vocab(meta_path: Path, meta: dict) -> TypeVocab:
+    """The site speed model's vocabulary."""
     kind = meta.get("speed_kind")
-    if kind is None:
-        return None
+    if kind is None:  # saved before the site ensemble replaced the MLP speed model
+        raise InputError(f"{meta_path}: field 'speed_kind' is missing: the model has the legacy MLP speed model, "
+                         "which this slurm-advisor no longer reads; train a new one with `slurm-advisor train` "
+                         "(or `slurm-advisor retrain` on a site's store)")
     if kind != "site":
-        raise InputError(f"{meta_path}: field 'speed_kind' must be \"site\" or absent, got {kind!r}")
+        raise InputError(f"{meta_path}: field 'speed_kind' must be \"site\", got {kind!r}")
     members = meta.get("speed_members")
     if isinstance(members, bool) or not isinstance(members, int) or members < 1:
         raise InputError(f"{meta_path}: field 'speed_members' must be a positive integer, got {members!r}")

@@ -14,7 +14,6 @@ import numpy as np
 
 from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.learned.mlp_speed import LearnedSpeedModel
 from slurm_advisor.learned.numpy_nets import NumpySiteNet
 from slurm_advisor.learned.site_model import SiteEnsemble
 from slurm_advisor.learned.vocab import TypeVocab
@@ -25,11 +24,11 @@ from slurm_advisor.models import weights
 @dataclass(frozen=True)
 class ServedModel:
     policy: dict[str, np.ndarray]   # the policy network's state_dict arrays (``LearnedPolicy`` takes them)
-    speed_model: LearnedSpeedModel | SiteEnsemble
+    speed_model: SiteEnsemble
     schema: FeatureSchema
     hyper: Hyper
     meta: dict
-    speed_vocab: TypeVocab | None = None
+    speed_vocab: TypeVocab
 
 
 def load(directory: Path | None = None) -> ServedModel:
@@ -37,8 +36,5 @@ def load(directory: Path | None = None) -> ServedModel:
     directory = Path(directory) if directory else model_meta.DEFAULT_MODEL_DIR
     meta = model_meta.read(directory)
     policy, speed = weights.read(directory, meta)
-    if meta.speed_vocab is None:
-        speed_model = LearnedSpeedModel(speed, meta.schema)
-    else:
-        speed_model = SiteEnsemble(NumpySiteNet(speed, meta.speed_resid), meta.speed_vocab)
+    speed_model = SiteEnsemble(NumpySiteNet(speed, meta.speed_resid), meta.speed_vocab)
     return ServedModel(policy, speed_model, meta.schema, meta.hyper, meta.meta, meta.speed_vocab)

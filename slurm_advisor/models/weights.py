@@ -95,11 +95,8 @@ def policy_shapes(meta: ModelMeta) -> dict[str, tuple]:
 
 
 def speed_shapes(meta: ModelMeta) -> dict[str, tuple]:
-    """The speed model's state_dict shapes: ``site_net.SiteSpeedNet`` or ``speed_model.SpeedNet``."""
+    """The speed model's state_dict shapes: ``site_net.SiteSpeedNet``'s."""
     h, vocab = meta.hyper.speed_hidden, meta.speed_vocab
-    if vocab is None:
-        return {**_linear("body.0", meta.schema.sample_dim, h), **_linear("body.2", h, h), **_linear("body.4", h, 1),
-                "log_lo": (), "log_hi": ()}
     m, n = meta.speed_members, vocab.n_slots
     d_in = meta.speed_resid + n + 1 + _TERMS
     return {"slot_params": (m, n, N_SLOT_PARAMS), "node_pace": (m, vocab.n_node_slots - 1),

@@ -13,17 +13,17 @@ from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.features import SCHEMA_VERSION, FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.policy_net import PolicyNet
-from slurm_advisor.learned.speed_model import SpeedNet
 
 SCHEMA = FeatureSchema()
-HP = replace(Hyper(), hidden=16, speed_hidden=24, seed=3)
+SHIPPED = checkpoint.load()
+HP = replace(SHIPPED.hyper, hidden=16, seed=3)  # the shipped site ensemble's speed_hidden
 
 
 @pytest.fixture
 def saved(tmp_path: Path):
     torch.manual_seed(0)
     policy = PolicyNet(SCHEMA.node_dim, SCHEMA.global_dim, HP.hidden)
-    speed = SpeedNet(SCHEMA.sample_dim, HP.speed_hidden)
+    speed = SHIPPED.speed_model
     directory = checkpoint.save(tmp_path / "model", policy, speed, SCHEMA, HP, {"note": "test"})
     return directory, policy, speed
 
@@ -44,12 +44,14 @@ def test_round_trip_gives_the_same_outputs(saved) -> None:
     assert not ckpt.policy.training and not ckpt.speed.training
     with torch.no_grad():
         (logits, values), (logits2, values2) = policy(*inputs()), ckpt.policy(*inputs())
-        x = torch.rand(7, SCHEMA.sample_dim, generator=torch.Generator().manual_seed(2))
-        torch.testing.assert_close(ckpt.speed(x), speed(x), rtol=1e-2, atol=1e-2)  # float16 on disk
     torch.testing.assert_close(logits2, logits, rtol=1e-2, atol=1e-2)
     torch.testing.assert_close(values2, values, rtol=1e-2, atol=1e-2)
     assert torch.equal(logits2.argmax(1), logits.argmax(1))
     assert all(p.dtype == torch.float32 for p in ckpt.policy.parameters())
+    saved_speed, loaded_speed = speed.net.state_dict(), ckpt.speed.state_dict()  # float32 on disk: exact
+    assert saved_speed.keys() == loaded_speed.keys()
+    assert all(torch.equal(saved_speed[k], loaded_speed[k]) for k in saved_speed)
+    assert ckpt.speed_vocab == speed.vocab
 
 
 def test_weights_are_stored_as_float16(saved) -> None:
@@ -219,3 +221,15 @@ def test_weights_that_are_not_a_state_dict_are_input_errors(saved, content) -> N
     with pytest.raises(InputError, match="cannot load weights") as info:
         checkpoint.load(directory)
     assert str(directory / "policy.pt") in str(info.value)
+
+
+def test_a_model_of_the_legacy_mlp_kind_is_refused_with_the_command_that_replaces_it(saved) -> None:
+    directory, _, _ = saved
+    meta_path = directory / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["speed_kind"]  # as every model saved before the site ensemble
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(InputError) as info:
+        checkpoint.load(directory)
+    assert "'speed_kind'" in str(info.value) and "legacy MLP" in str(info.value)
+    assert "slurm-advisor train" in str(info.value)

@@ -16,7 +16,6 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Role, Ta
 from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.agent import SUMMARY_NODES, LearnedPolicy
 from slurm_advisor.learned.features import FeatureSchema
-from slurm_advisor.learned.mlp_speed import LearnedSpeedModel
 from slurm_advisor.learned.node_features import PICK, PlacementState
 from slurm_advisor.learned.numpy_nets import NumpyScorer, mlp_forward
 from slurm_advisor.learned.patience import PatientPolicy
@@ -243,7 +242,7 @@ def nets() -> dict[str, PolicyNet]:
 @pytest.mark.parametrize("n, per_switch, seeds, count", [(16, 8, (0, 1), 100), (1000, 32, (0,), 150)])
 @pytest.mark.parametrize("which", ["default-model", "random"])
 def test_fast_selective_path_decides_and_holds_as_the_reference(n, per_switch, seeds, count, which, nets) -> None:
-    speed = LearnedSpeedModel(CKPT.speed, SCHEMA)
+    speed = CKPT.speed_model
     fast = LearnedPolicy(nets[which], SCHEMA, full_scoring_max_nodes=0)
     ref = ReferencePolicy(nets[which])
     patient_fast, patient_ref = PatientPolicy(fast, speed, 0.85), PatientPolicy(ref, speed, 0.85)

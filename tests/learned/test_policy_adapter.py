@@ -12,20 +12,18 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Node, Resources
 from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.agent import LearnedPolicy
 from slurm_advisor.learned.features import FeatureSchema
-from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.policy_net import PolicyNet
-from slurm_advisor.learned.speed_model import SpeedNet
 from slurm_advisor.policies import PolicyContext, make_policy
 
 SCHEMA = FeatureSchema()
-HP = replace(Hyper(), hidden=16, speed_hidden=16)
+SHIPPED = checkpoint.load()  # its site speed ensemble serves in every model saved here
+HP = replace(SHIPPED.hyper, hidden=16)
 
 
 def _save(directory: Path, deploy: str, patience: float = 0.0) -> Path:
     torch.manual_seed(0)
     policy = PolicyNet(SCHEMA.node_dim, SCHEMA.global_dim, HP.hidden)
-    speed = SpeedNet(SCHEMA.sample_dim, HP.speed_hidden)
-    return checkpoint.save(directory, policy, speed, SCHEMA, HP, {"deploy": deploy, "patience": patience})
+    return checkpoint.save(directory, policy, SHIPPED.speed_model, SCHEMA, HP, {"deploy": deploy, "patience": patience})
 
 
 def _busy_snapshot() -> ClusterSnapshot:
@@ -59,30 +57,28 @@ def test_the_shipped_default_model_loads_and_places() -> None:
 
 
 def test_a_model_trained_to_hold_jobs_loads_with_its_patience_and_fitted_speed_model(tmp_path: Path) -> None:
-    from slurm_advisor.learned.mlp_speed import LearnedSpeedModel
     from slurm_advisor.learned.patience import PatientPolicy
+    from slurm_advisor.learned.site_model import SiteEnsemble
     teacher = make_policy("learned", PolicyContext(model_dir=_save(tmp_path / "t", "pack", 0.7)))
     network = make_policy("learned", PolicyContext(model_dir=_save(tmp_path / "n", "network", 0.5)))
     assert teacher.name == network.name == "learned"
     holding = teacher.teacher
     assert isinstance(holding, PatientPolicy) and holding.patience == 0.7
-    assert holding.inner.name == "pack" and isinstance(holding.speed, LearnedSpeedModel)
+    assert holding.inner.name == "pack" and isinstance(holding.speed, SiteEnsemble)
     assert isinstance(network, PatientPolicy) and isinstance(network.inner, LearnedPolicy)
 
 
 def _save_meta(directory: Path, meta: dict) -> Path:
     torch.manual_seed(0)
     policy = PolicyNet(SCHEMA.node_dim, SCHEMA.global_dim, HP.hidden)
-    speed = SpeedNet(SCHEMA.sample_dim, HP.speed_hidden)
-    return checkpoint.save(directory, policy, speed, SCHEMA, HP, meta)
+    return checkpoint.save(directory, policy, SHIPPED.speed_model, SCHEMA, HP, meta)
 
 
 def test_learned_fast_deploys_the_gates_pick_without_the_search(tmp_path: Path) -> None:
     """Where the gate deployed the search (too slow for the daemon's 2 ms budget), learned-fast
     deploys ``fast_deploy``, the same gate's pick among the other candidates, and never builds the
-    search (which this model, with the older speed model, could not even load); a model trained
-    before ``fast_deploy`` deploys its plain teacher; any other model deploys as `learned`."""
-    from slurm_advisor.errors import InputError
+    search; a model trained before ``fast_deploy`` deploys its plain teacher; any other model
+    deploys as `learned`."""
     from slurm_advisor.learned.patience import PatientPolicy
 
     job = Job("j", "vgg16", 1, 2, Resources(2, 0, 1000), Resources(2, 1, 1000), 10.0)
@@ -91,8 +87,7 @@ def test_learned_fast_deploys_the_gates_pick_without_the_search(tmp_path: Path) 
                                            "fast_deploy": {"deploy": "pack", "patience": 0.0}})
     fast = make_policy("learned-fast", PolicyContext(model_dir=searched))
     assert fast.place(snap, job, rng) == make_policy("pack").place(snap, job, rng)
-    with pytest.raises(InputError, match="site speed model"):
-        make_policy("learned", PolicyContext(model_dir=searched))
+    assert make_policy("learned", PolicyContext(model_dir=searched)).place(snap, job, rng) is not None
     holding = _save_meta(tmp_path / "h", {"deploy": "search", "patience": 0.0,
                                           "fast_deploy": {"deploy": "slurm-default", "patience": 0.5}})
     assert isinstance(make_policy("learned-fast", PolicyContext(model_dir=holding)).teacher, PatientPolicy)

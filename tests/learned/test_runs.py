@@ -1,7 +1,7 @@
 """Runs of tasks on the large-cluster path: one network step per run, only for a network that fills.
 
-The run-by-run path must place exactly as task by task wherever it is used (the shipped model on
-loaded clusters of 1,000 nodes; ``test_fast_selective`` compares it with the reference too), a
+The run-by-run path must place exactly as task by task wherever it is used (a network that fills
+its nodes, ``networks.filling_network``, on loaded clusters of 1,000 nodes; ``test_fast_selective`` compares it with the reference too), a
 network that scatters its tasks must keep one step per task, and each run must end only where
 the node has no room for another of the role's tasks or the role ends.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from networks import filling_network
 
 from slurm_advisor.domain import ClusterSnapshot, Node, Placement
 from slurm_advisor.learned import agent, checkpoint, runs
@@ -30,10 +31,10 @@ def multi_task_jobs(count: int, seed: int):
     return [j for j in synthetic_jobs(4 * count, seed=seed, mix="large") if j.num_tasks > 1][:count]
 
 
-def test_the_probe_passes_the_shipped_network_and_fails_a_random_one() -> None:
+def test_the_probe_passes_a_filling_network_and_fails_a_random_one() -> None:
     torch.manual_seed(3)
     random_net = PolicyNet(SCHEMA.node_dim, SCHEMA.global_dim, 32).eval()
-    assert runs.fills_its_nodes(CKPT.policy, SCHEMA)
+    assert runs.fills_its_nodes(filling_network(), SCHEMA)
     assert not runs.fills_its_nodes(random_net, SCHEMA)
     policy = LearnedPolicy(random_net, SCHEMA, full_scoring_max_nodes=0)
     snap, job = loaded_cluster(64, 7), multi_task_jobs(1, 8)[0]
@@ -44,8 +45,8 @@ def test_the_probe_passes_the_shipped_network_and_fails_a_random_one() -> None:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_run_by_run_places_as_task_by_task_on_a_loaded_thousand_nodes(seed) -> None:
     snap = loaded_cluster(1000, 10 + seed)
-    by_task = LearnedPolicy(CKPT.policy, SCHEMA, fill_runs=False)  # on the large-cluster path by its size
-    by_run = LearnedPolicy(CKPT.policy, SCHEMA, fill_runs=True)
+    by_task = LearnedPolicy(filling_network(), SCHEMA, fill_runs=False)  # on the large-cluster path by its size
+    by_run = LearnedPolicy(filling_network(), SCHEMA, fill_runs=True)
     rng = np.random.default_rng(0)
     for job in multi_task_jobs(40, 20 + seed):
         assert by_run.place(snap, job, rng) == by_task.place(snap, job, rng), job
@@ -61,7 +62,7 @@ def test_a_step_places_a_run_that_ends_only_where_the_node_is_full_or_the_role_e
 
     monkeypatch.setattr(agent._Summary, "choose", counted)
     snap = loaded_cluster(1000, 30)
-    policy = LearnedPolicy(CKPT.policy, SCHEMA, fill_runs=True)
+    policy = LearnedPolicy(filling_network(), SCHEMA, fill_runs=True)
     jobs = multi_task_jobs(30, 31)
     for job in jobs:
         steps.clear()

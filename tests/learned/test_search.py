@@ -165,10 +165,12 @@ def test_a_warm_up_fills_the_hold_candidates_wait_estimate_and_the_jobs_by_node(
     SearchPolicy(SlurmDefaultPolicy(), [], Ensemble((0.0, 0.0)), hold=False).warm(snap)  # nothing to warm
 
 
-def test_search_needs_a_site_speed_model() -> None:
-    """The shipped default model has the older MLP speed model: the error says so and what to do."""
-    with pytest.raises(InputError, match="site speed model.*retrain"):
-        make_policy("search")
+def test_the_search_serves_over_the_shipped_model() -> None:
+    """`--policy search` with no model directory: the shipped model's site ensemble weighs it."""
+    search = make_policy("search")
+    job = make_job("j", "resnet50", 0, 4)
+    placement = search.place(snapshot_with(make_nodes(4)), job, np.random.default_rng(0))
+    assert isinstance(placement, Placement) and len(placement.tasks) == 4
 
 
 def test_a_model_that_deploys_the_search_loads_as_learned(site_model_dir, tmp_path) -> None:

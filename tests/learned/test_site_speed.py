@@ -1,6 +1,6 @@
 """The site speed model: a job-type vocabulary from the samples, types told apart by what was
 logged of them, an error on another trace's jobs that means something, an ensemble's spread,
-and checkpoints of both kinds (this one and the older MLP) that load."""
+and checkpoints that load."""
 from __future__ import annotations
 
 import copy
@@ -19,7 +19,6 @@ from slurm_advisor.learned import site_features as F
 from slurm_advisor.learned.experiment import record
 from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.learned.mlp_speed import LearnedSpeedModel, sample_features
 from slurm_advisor.learned.policy_net import PolicyNet
 from slurm_advisor.learned.site_features import RACK_BUSY, RACK_UP, job_context, rack_loads
 from slurm_advisor.learned.site_net import KAPPA
@@ -152,14 +151,6 @@ def test_vocabulary_of_the_fit_holds_the_logged_types(site_fit, contention_fit, 
         {s.subject.job.id for s in samples if s.subject.job.type == t}) >= HP.speed_min_type_jobs}
 
 
-def test_todays_features_cannot_tell_two_site_types_apart(site_samples) -> None:
-    """Why the MLP of ``speed_model`` cannot learn a site: both types fall in one unknown slot
-    and have the same published facts, so identical placements give identical features."""
-    wide = next(s for s in site_samples if s.subject.job.type == WIDE)
-    as_narrow = replace(wide, subject=RunningJob(replace(wide.subject.job, type=NARROW), wide.subject.placement))
-    assert np.array_equal(sample_features(wide, FeatureSchema()), sample_features(as_narrow, FeatureSchema()))
-
-
 def test_two_site_types_with_100_fold_traffic_are_told_apart(site_fit, small_nodes) -> None:
     model, _ = site_fit
     empty = snapshot_with(small_nodes)
@@ -279,16 +270,6 @@ def test_site_checkpoints_saved_before_the_rack_inputs_load_and_ignore_them(site
         assert old.predict(snap, job, on) == pytest.approx(model.predict(snap, job, on), rel=1e-6)
 
 
-def test_old_checkpoints_load_with_their_mlp_speed_model() -> None:
-    """The shipped default model (no ``speed_kind``: trained before the site model) loads."""
-    old = checkpoint.load()
-    assert "speed_kind" not in old.meta and old.speed_vocab is None
-    assert isinstance(old.speed_model, LearnedSpeedModel)
-    snap = snapshot_with(make_nodes(4))
-    job = make_job("x", "diffusion-xl", 0, 4)
-    assert old.speed_model.predict(snap, job, Placement.of(job, ["n00", "n00", "n01", "n01"])) > 0
-
-
 @pytest.mark.parametrize("change, field", [
     ({"speed_kind": "forest"}, "'speed_kind'"),
     ({"speed_members": 0}, "'speed_members'"),
@@ -394,7 +375,7 @@ def test_a_fit_on_zero_speeds_is_a_clear_error_not_a_traceback(samples):
 
 def test_an_epoch_keeper_that_kept_nothing_says_so():
     from slurm_advisor.errors import InputError
-    from slurm_advisor.learned.speed_model import BestEpoch
+    from slurm_advisor.learned.site_speed import BestEpoch
     net = torch.nn.Linear(2, 1)
     best = BestEpoch()
     for epoch in range(3):

@@ -99,7 +99,7 @@ def _rewrite(path: Path, change) -> None:
 
 @pytest.mark.parametrize(("change", "says"), [
     (lambda a: {**a, "format": np.array(99)}, "format 1"),
-    (lambda a: {k: v for k, v in a.items() if k != "speed/body.2.bias"}, "missing ['body.2.bias']"),
+    (lambda a: {k: v for k, v in a.items() if k != "speed/b2"}, "missing ['b2']"),
     (lambda a: {**a, "policy/score.2.weight": np.zeros((2, 64), np.float16)}, "policy/score.2.weight must be"),
     (lambda a: {**a, "policy/encode.0.bias": np.zeros(64, np.int64)}, "policy/encode.0.bias must be a float"),
     (lambda a: {**a, "speed/log_hi": np.array(np.inf, np.float32)}, "speed/log_hi holds NaN or infinite"),
