@@ -28,10 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from slurm_advisor.learned.demo import loaded_trace
+from slurm_advisor.experiments.demo import loaded_trace
 from slurm_advisor.loop.driver import Loop, LoopSettings
 from slurm_advisor.loop.hook import as_submitted
-from slurm_advisor.retrain.modelsdir import PACKAGED_MODEL
+from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 from slurm_advisor.sim.clusterfile import default_cluster
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.runner import build_advisor
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=80)
     ap.add_argument("--seeds", default="41,42,43", help="trace seeds, comma-separated")
     ap.add_argument("--truths", default="contention,site-holdout")
-    ap.add_argument("--model", type=Path, default=PACKAGED_MODEL, help="model directory the learned policy serves")
+    ap.add_argument("--model", type=Path, default=DEFAULT_MODEL_DIR, help="model directory the learned policy serves")
     ap.add_argument("--mode", default="advise", choices=("advise", "enforce"),
                     help="the daemon's mode (enforce: a hold becomes a node-count cap where one is expressible)")
     args = ap.parse_args(argv)

@@ -44,13 +44,13 @@ import torch
 from placement_quality import REPO, truths
 from truths.renamed import ALIASES, RenamedTypes
 
-from slurm_advisor.learned import site_features
-from slurm_advisor.learned.experiment import record
+from slurm_advisor.experiments.experiment import record
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.learned.site_speed import fit_site_model
+from slurm_advisor.learned.speed import features as site_features
+from slurm_advisor.learned.speed.fit import fit_site_model
 from slurm_advisor.sim.clusterfile import read_cluster
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.speedmodels import load_speed_model
+from slurm_advisor.traces.synthetic import synthetic_jobs
 
 TRAIN_SEED, TEST_SEEDS = 21, (22, 23, 24)
 TRAIN_POLICIES, TEST_POLICIES = ("slurm-default", "spread", "random"), ("slurm-default", "random")

@@ -18,20 +18,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Resources
 from slurm_advisor.policies.base import Hold, Policy, warm
+from slurm_advisor.policies.speed import SpeedPredictor
 
 log = logging.getLogger("slurm_advisor.advisor")
-
-
-class SpeedPredictor(Protocol):
-    def predict(self, snapshot: ClusterSnapshot, job: Job, placement: Placement) -> float:
-        """Predicted iterations/s of ``job`` if it starts on ``placement`` now."""
-        ...
 
 
 @dataclass(frozen=True)

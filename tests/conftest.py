@@ -32,3 +32,34 @@ def cli_env(monkeypatch) -> None:
     for key in [k for k in os.environ if k.startswith("SLURM_ADVISOR_")]:
         monkeypatch.delenv(key)
     _register()
+
+
+# -- small clusters, traces and recorded speed samples (the learned parts' tests) ---------------
+@pytest.fixture(scope="session")
+def small_nodes():
+    from small_cluster import make_nodes
+
+    return make_nodes(4)
+
+
+@pytest.fixture(scope="session")
+def small_jobs():
+    """Jobs of 1-16 workers on 32 GPUs: most span nodes, some queue."""
+    from slurm_advisor.traces.synthetic import synthetic_jobs
+
+    return synthetic_jobs(40, seed=5, mix="large", arrival_rate_per_h=1.0)
+
+
+@pytest.fixture(scope="session")
+def truth():
+    from slurm_advisor.speedmodels.contention import ContentionSpeedModel
+
+    return ContentionSpeedModel()
+
+
+@pytest.fixture(scope="session")
+def samples(small_nodes, small_jobs, truth):
+    """What the store would hold: speeds logged while three heuristics ran the trace."""
+    from slurm_advisor.experiments.experiment import record
+
+    return record(small_nodes, small_jobs, truth, ("slurm-default", "random", "spread"), seed=0)

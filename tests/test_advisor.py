@@ -138,7 +138,7 @@ def test_in_advise_mode_a_hold_is_left_to_slurm_which_places_it_at_once() -> Non
 
 
 def test_a_warm_up_reaches_the_policy_through_a_gate_and_is_a_no_op_for_others() -> None:
-    from slurm_advisor.learned.policy_adapter import GatedPolicy
+    from slurm_advisor.policies.learned.adapter import GatedPolicy
 
     warmed = []
 

@@ -343,7 +343,7 @@ def _judge_of_decision(store, config: DaemonConfig, cluster: Path | None):
     """The judge with the speed model of the model that made each decision (registered, or the
     daemon's default); the active model's where that one is gone. One judge per model."""
     from slurm_advisor.cli.admin_explain import make_judge
-    from slurm_advisor.retrain.modelsdir import model_version
+    from slurm_advisor.models.versions import model_version
 
     nodes, judges, default = _nodes(config, cluster), {}, model_version(config.model)
 

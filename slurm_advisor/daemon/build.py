@@ -20,8 +20,8 @@ from slurm_advisor.daemon.server import AdvisorServer
 from slurm_advisor.daemon.service import AdviceService
 from slurm_advisor.daemon.state import load_policy
 from slurm_advisor.errors import InputError
+from slurm_advisor.models.versions import model_version
 from slurm_advisor.policies import FROM_MODEL
-from slurm_advisor.retrain.modelsdir import model_version
 from slurm_advisor.slurm.release import DEFAULT, Release
 from slurm_advisor.store import Store
 
@@ -31,9 +31,9 @@ log = logging.getLogger("slurm_advisor.daemon")
 def build_daemon(config: DaemonConfig) -> Daemon:
     """The daemon from its configuration; InputError for anything a user can fix."""
     from slurm_advisor.cluster import make_source
+    from slurm_advisor.models.versions import active_dir
     from slurm_advisor.policies import PolicyContext, make_policy
     from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
-    from slurm_advisor.retrain.modelsdir import active_dir
     from slurm_advisor.slurm.expressible import express
 
     source = _make_source(config, make_source)

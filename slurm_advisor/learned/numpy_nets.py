@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from slurm_advisor.learned import site_features as F
+from slurm_advisor.learned.speed import features as F
 
 Layers = list[tuple[np.ndarray, np.ndarray]]  # (weight [in, out], bias [out]) per Linear
 

@@ -7,16 +7,17 @@ site ensemble's numpy pass is checked against torch's (``tests/models``). It is 
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from slurm_advisor.learned.features import FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.numpy_nets import NumpySiteNet
-from slurm_advisor.learned.site_model import SiteEnsemble
-from slurm_advisor.learned.vocab import TypeVocab
+from slurm_advisor.learned.policy.features import FeatureSchema
+from slurm_advisor.learned.speed.ensemble import SiteEnsemble
+from slurm_advisor.learned.speed.vocab import TypeVocab
 from slurm_advisor.models import meta as model_meta
 from slurm_advisor.models import weights
 
@@ -31,10 +32,11 @@ class ServedModel:
     speed_vocab: TypeVocab
 
 
-def load(directory: Path | None = None) -> ServedModel:
-    """The model in ``directory`` (default: the packaged one); InputError for any flaw."""
+def load(directory: Path | None = None, baselines: Collection[str] | None = None) -> ServedModel:
+    """The model in ``directory`` (default: the packaged one); InputError for any flaw.
+    ``baselines``: as ``models.meta.read``'s."""
     directory = Path(directory) if directory else model_meta.DEFAULT_MODEL_DIR
-    meta = model_meta.read(directory)
+    meta = model_meta.read(directory, baselines)
     policy, speed = weights.read(directory, meta)
     speed_model = SiteEnsemble(NumpySiteNet(speed, meta.speed_resid), meta.speed_vocab)
     return ServedModel(policy, speed_model, meta.schema, meta.hyper, meta.meta, meta.speed_vocab)

@@ -13,13 +13,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from slurm_advisor.domain import Job, Node, SpeedSample
-from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.learned.site_speed import fit_site_model
-from slurm_advisor.learned.train import avg_jct
+from slurm_advisor.learned.speed.fit import fit_site_model
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.runner import build_advisor
 from slurm_advisor.speedmodels import load_speed_model
+from slurm_advisor.training import checkpoint
+from slurm_advisor.training.train import avg_jct
 
 JUDGE_MIN_SAMPLES = 100
 _JUDGE_SEED_OFFSET = 7  # the judge's fit differs from the candidate's even on similar data

@@ -5,13 +5,14 @@ import numpy as np
 import pytest
 import torch
 
-from slurm_advisor.learned import numpy_nets, site_net
-from slurm_advisor.learned import site_features as F
-from slurm_advisor.learned.features import FeatureSchema
+from slurm_advisor.learned import numpy_nets
 from slurm_advisor.learned.numpy_nets import NumpyScorer, NumpySiteNet
-from slurm_advisor.learned.policy_net import PolicyNet
-from slurm_advisor.learned.site_net import SiteSpeedNet
-from slurm_advisor.learned.site_speed import to_tensors
+from slurm_advisor.learned.policy.features import FeatureSchema
+from slurm_advisor.learned.policy.net import PolicyNet
+from slurm_advisor.learned.speed import features as F
+from slurm_advisor.learned.speed import net as site_net
+from slurm_advisor.learned.speed.fit import to_tensors
+from slurm_advisor.learned.speed.net import SiteSpeedNet
 
 SCHEMA = FeatureSchema()
 

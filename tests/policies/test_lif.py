@@ -203,12 +203,12 @@ def test_the_registry_finds_the_profile_beside_a_model(tmp_path: Path) -> None:
 
 def test_the_experiment_runs_lif_with_the_profile_beside_the_learned_model(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
-    from slurm_advisor.learned import checkpoint
-    from slurm_advisor.learned.experiment import evaluate
-    from slurm_advisor.learned.features import FeatureSchema
-    from slurm_advisor.learned.policy_net import PolicyNet
-    from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+    from slurm_advisor.experiments.experiment import evaluate
+    from slurm_advisor.learned.policy.features import FeatureSchema
+    from slurm_advisor.learned.policy.net import PolicyNet
     from slurm_advisor.speedmodels.contention import ContentionSpeedModel
+    from slurm_advisor.traces.synthetic import synthetic_jobs
+    from slurm_advisor.training import checkpoint
 
     torch.manual_seed(0)
     shipped = checkpoint.load()  # its site speed ensemble
