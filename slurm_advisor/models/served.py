@@ -1,6 +1,6 @@
 """The model as the daemon serves it: its networks in numpy (``learned.numpy_nets``), no torch.
 
-Decisions made with it equal those of the torch checkpoint (``learned.checkpoint.load``) of the
+Decisions made with it equal those of the torch checkpoint (``training.checkpoint.load``) of the
 same directory: the policy's forward pass is numpy in both, on the same float32 weights, and the
 site ensemble's numpy pass is checked against torch's (``tests/models``). It is also the faster
 (``benchmarks/decision_time.py --backends``), so serving uses it whether torch is installed or not.

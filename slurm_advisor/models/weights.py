@@ -1,6 +1,6 @@
 """A model's weights as numpy arrays: ``weights.npz`` beside ``policy.pt`` and ``speed.pt``.
 
-Training writes both (``learned.checkpoint.save``); serving reads only this file, so the daemon,
+Training writes both (``training.checkpoint.save``); serving reads only this file, so the daemon,
 the hook's answers, ``explain`` and the search run without torch. The arrays are the networks'
 state_dicts under ``policy/`` and ``speed/``, in the precision the .pt files hold (float16, the
 site ensemble float32): loaded as float32 they are the values torch computes with, to the bit.
@@ -95,7 +95,7 @@ def policy_shapes(meta: ModelMeta) -> dict[str, tuple]:
 
 
 def speed_shapes(meta: ModelMeta) -> dict[str, tuple]:
-    """The speed model's state_dict shapes: ``site_net.SiteSpeedNet``'s."""
+    """The speed model's state_dict shapes: ``learned.speed.net.SiteSpeedNet``'s."""
     h, vocab = meta.hyper.speed_hidden, meta.speed_vocab
     m, n = meta.speed_members, vocab.n_slots
     d_in = meta.speed_resid + n + 1 + _TERMS

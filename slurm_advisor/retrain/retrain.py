@@ -5,7 +5,7 @@
    owner's share (``owners``); hold out the most recent share and every sample of the judge's
    own owners (``data.split_by_time_and_owner``); read the recent job mix (``data.recent_jobs``,
    or a given trace);
-3. fit the speed model and fine-tune the policy (``learned.train.train``), warm-started from the
+3. fit the speed model and fine-tune the policy (``training.train.train``), warm-started from the
    active model's policy where one loads (same feature schema; its width is kept);
 4. write the candidate to a new version directory, atomically (``versions.publish``);
 5. score candidate and incumbent (the active model, else slurm-default) under the judge fitted

@@ -5,7 +5,7 @@ A directory holds ``policy.pt``, ``speed.pt``, ``meta.json`` (validated by ``mod
 ``models.weights``) and, when training fitted one, ``lif_profile.json``: the `lif` baseline's
 interference profile from the same samples.
 
-The speed model is the site's structured ensemble (``site_speed``; meta.json: ``speed_kind:
+The speed model is the site's structured ensemble (``learned.speed.fit``; meta.json: ``speed_kind:
 "site"``), saved in float32; the policy network in float16.
 """
 from __future__ import annotations

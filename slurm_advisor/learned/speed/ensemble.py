@@ -1,5 +1,5 @@
 """The fitted site speed ensemble behind the SpeedModel and SpeedPredictor interfaces, whatever
-computes its forward pass: torch while training (``site_speed.SiteSpeedModel``), numpy when
+computes its forward pass: torch while training (``fit.SiteSpeedModel``), numpy when
 serving (``numpy_nets.NumpySiteNet``). No torch here.
 """
 from __future__ import annotations

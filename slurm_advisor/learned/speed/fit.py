@@ -1,7 +1,7 @@
 """The site's speed model: fitted on the logged samples with the job-type vocabulary they show.
 
 ``fit_site_model`` builds the vocabulary from the samples (``vocab``), fits the ensemble of
-``site_net`` by regression of log(speed), each member on its own bootstrap of the training
+``net`` by regression of log(speed), each member on its own bootstrap of the training
 jobs, and keeps the epoch whose ensemble predicts the held-out *jobs* best. The result serves
 the simulator (``speeds``), the advisor and the holding rule (``predict``, ``predict_after``)
 and a pessimistic search (``predict_all``: every member's prediction, their spread is how

@@ -8,7 +8,7 @@ and is told apart only by its request and by the published facts of ``jobtypes``
 entering as features: declared or published model size and FLOPs per sample).
 
 Nodes get slots the same way: every node that ran a logged job's workers in at least
-``min_node_samples`` samples gets a pace of its own (``site_net``: a fitted factor on its
+``min_node_samples`` samples gets a pace of its own (``net``: a fitted factor on its
 step time -- an older GPU, a throttled board; PAL, SC'24, measured such variability
 across nominally equal GPUs); every other node, and every node a site adds later, has the
 pace of the typical node (slot 0).

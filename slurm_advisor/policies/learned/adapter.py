@@ -8,7 +8,7 @@ found that it pays. Or training found the search (``search.py``) best: it weighs
 placement, the baselines' and "hold" with the model's speed ensemble.
 
 The model is loaded for serving (``models.served``: numpy, no torch); ``policy_of`` takes a torch
-checkpoint as well (``learned.checkpoint``), for training and for comparing the two.
+checkpoint as well (``training.checkpoint``), for training and for comparing the two.
 """
 from __future__ import annotations
 
