@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from slurm_advisor.advisor import Advice, Advisor, allowed
+from slurm_advisor.advisor import Advice, Advisor, allowed, cap_feasible
 from slurm_advisor.daemon.protocol import ProtocolError, format_layout
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
 from slurm_advisor.domain.decision import LEFT_TO_SLURM, Decision
@@ -247,7 +247,7 @@ class AdviceService:
             return "observe"  # the hook only stamps the decision id, so outcomes link back to it
         if placement is not None:
             return "place"
-        if mode == "enforce" and advice.held and advice.max_nodes and _cap_feasible(snapshot, job, advice.max_nodes):
+        if mode == "enforce" and advice.held and advice.max_nodes and cap_feasible(snapshot, job, advice.max_nodes):
             return "cap"
         return "observe"  # left to Slurm as submitted, stamped: the decision links to its outcome
 
@@ -269,19 +269,6 @@ def slurms_choice(snapshot: ClusterSnapshot, job: Job, placement: Placement, *, 
     min_nodes, max_nodes = (1, None) if request is None else (request.min_nodes, request.max_nodes)
     slurm = select(snapshot, job, topology=topology, min_nodes=min_nodes, max_nodes=max_nodes, release=release)
     return slurm is not None and sorted(slurm.per_node()) == sorted(placement.per_node())
-
-
-def _cap_feasible(snapshot: ClusterSnapshot, job: Job, max_nodes: int) -> bool:
-    """Whether a node-count cap keeps inside the job's own request and lets it fit in ``max_nodes``
-    nodes of the empty cluster. Slurm rejects at submission a job whose node cap no node
-    configuration can meet ("Requested node configuration is not available"), and one below its
-    own minimum: a cap the job can never meet would cost the user the job."""
-    request = job.request
-    if request is not None and (max_nodes < request.min_nodes or request.narrows()
-                                or (request.max_nodes is not None and max_nodes > request.max_nodes)):
-        return False  # a cap outside the user's own -N range narrows or widens what they asked
-    empty = allowed(ClusterSnapshot.empty(snapshot.nodes), job)  # its partition, features, -x
-    return select(empty, job, max_nodes=max_nodes) is not None
 
 
 def _layout(placement: Placement | None) -> list[tuple[str, str]]:

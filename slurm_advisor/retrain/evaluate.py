@@ -58,5 +58,5 @@ def replay_jct(nodes: Sequence[Node], jobs: Sequence[Job], judge: Judge, model_d
     (with slurm-default as its fallback; ``holds`` False: in advise mode, where a hold is left to
     Slurm), or slurm-default itself when ``model_dir`` is None."""
     name = "slurm-default" if model_dir is None else "learned"
-    advisor = build_advisor(name, judge.model, model_dir, holds=holds)
+    advisor = build_advisor(name, judge.model, model_dir, holds=holds, caps=holds)  # enforce: a hold is a cap
     return avg_jct(Simulation(nodes, jobs, advisor, judge.model, seed=seed).run())

@@ -23,7 +23,8 @@ def test_the_loop_serves_what_simulate_plays_for_its_mode(tmp_path, mode):
     nodes, truth = default_cluster(), load_speed_model("contention")
     trace = loaded_trace(nodes, truth, 40, 42)
     submitted = [as_submitted(j, 1000 + i) for i, j in enumerate(sorted(trace, key=lambda j: j.submit_time))]
-    played = Simulation(nodes, submitted, build_advisor("learned", truth, DEFAULT_MODEL_DIR, holds=mode == "enforce"),
+    played = Simulation(nodes, submitted, build_advisor("learned", truth, DEFAULT_MODEL_DIR, holds=mode == "enforce",
+                                                    caps=mode == "enforce"),
                         truth, seed=0).run()
     held = Simulation(nodes, submitted, build_advisor("learned", truth, DEFAULT_MODEL_DIR), truth, seed=0).run()
     assert held.holds > 0  # the trace exercises what differs between the modes ...

@@ -31,6 +31,7 @@ class Ensemble(SiteSpeedModel):
 
     def __init__(self, spread: tuple[float, ...], share: float | tuple[float, ...] = 0.0):
         self.vocab, self.spread, self.share = TypeVocab(), np.array(spread), np.array(share)
+        self.racks = F.RackLoads()
 
     def log_speeds_all(self, contexts):
         out = []

@@ -23,6 +23,7 @@ class SiteEnsemble:
 
     def __init__(self, forward: Callable[[F.Batch], np.ndarray], vocab: TypeVocab):
         self.forward, self.vocab = forward, vocab
+        self.racks = F.RackLoads()  # the last snapshot's rack loads, kept across its questions
 
     def log_speeds_all(self, contexts: Sequence[F.JobContext]) -> np.ndarray:
         """[members, len(contexts)] log speeds."""
@@ -36,13 +37,13 @@ class SiteEnsemble:
         nodes = _Nodes(snapshot)
         contexts = []
         for started, asked in cases:
-            racks = F.rack_loads(snapshot, add=started)
+            racks = self.racks(snapshot, add=started)
             contexts += [F.job_context(rj, near, nodes, self.vocab, racks) for rj, near in asked]
         return self.log_speeds_all(contexts)
 
     def warm(self, snapshot: ClusterSnapshot) -> None:
         """Build once what every question about ``snapshot`` reuses (its racks' loads)."""
-        F.rack_loads(snapshot)
+        self.racks(snapshot)
 
     def speeds(self, nodes: Sequence[Node], running: Sequence[RunningJob],
                only: Collection[str] | None = None) -> dict[str, float]:
@@ -79,7 +80,7 @@ class SiteEnsemble:
             names.update(rj.placement.nodes())
         node_of = {n: snapshot.node(n) for n in names}
         subject = RunningJob(job, placement, snapshot.time)
-        racks = F.rack_loads(snapshot, add=(subject,), remove=gone)
+        racks = self.racks(snapshot, add=(subject,), remove=gone)
         ctx = F.job_context(subject, seen.values(), node_of, self.vocab, racks)
         return self.log_speeds_all([ctx])[:, 0]
 

@@ -187,41 +187,57 @@ def sample_context(sample, vocab: TypeVocab) -> JobContext:
     return job_context(sample.subject, sample.neighbours, {n.name: n for n in sample.nodes}, vocab, racks)
 
 
+class RackLoads:
+    """Every switch's load in a snapshot, with jobs started or ended (as a sample would have
+    logged it then). The last snapshot's own loads are kept: a decision asks about one snapshot
+    many times (each candidate placement, each neighbour), and successive snapshots share their
+    running jobs (patched, not recounted). Owned by whoever asks (a speed ensemble)."""
+
+    def __init__(self):
+        # (free array, running jobs, layout, their uplink users, GPUs per switch, the loads)
+        self._last: tuple = (None, None, None, None, {}, {})
+
+    def __call__(self, snapshot: ClusterSnapshot, add: Iterable[RunningJob] = (),
+                 remove: Iterable[RunningJob] = ()) -> dict[str, SwitchLoad]:
+        loads, totals = self._of(snapshot)
+        changes = [(rj, +1) for rj in add] + [(rj, -1) for rj in remove]
+        if not changes or not loads:
+            return loads
+        out = dict(loads)
+        for rj, sign in changes:
+            gpus: dict[str, int] = {}  # per switch (nodes on none have no rack: left out, as in uplink_users)
+            for n, n_ps, n_w in rj.placement.per_node():
+                sw = snapshot.node(n).switch
+                if sw is not None:
+                    gpus[sw] = gpus.get(sw, 0) + n_ps * rj.job.ps_demand.gpus + n_w * rj.job.worker_demand.gpus
+            for sw, g in gpus.items():
+                if sw in out and totals.get(sw):
+                    w = out[sw]
+                    out[sw] = SwitchLoad(sw, w.gpu_busy + sign * g / totals[sw], w.crossing + sign * (len(gpus) > 1))
+        return out
+
+    def _of(self, snapshot: ClusterSnapshot) -> tuple[dict[str, SwitchLoad], dict[str, float]]:
+        free, running = snapshot.free_array(), snapshot.running_jobs
+        cached = self._last  # one read: another thread (the daemon's ready answers) may replace it
+        if cached[0] is not free or cached[1] is not running:
+            layout = snapshot.layout
+            if cached[2] is not layout:
+                totals = np.bincount(layout.switch_id, weights=layout.capacity[:, 1].astype(np.float64),
+                                     minlength=len(layout.switch_names))
+                cached = (None, running, layout, _uplink_users(layout, running),
+                          dict(zip(layout.switch_names, totals.tolist())))
+            elif cached[1] is not running:
+                cached = (None, running, layout, _uplink_users(layout, running), cached[4])
+            # a new free array alone (the daemon's claims, a mask): the GPU shares only, O(nodes)
+            cached = (free, running, layout, cached[3], cached[4], switch_loads(snapshot, crossing=cached[3]))
+            self._last = cached
+        return cached[5], cached[4]
+
+
 def rack_loads(snapshot: ClusterSnapshot, add: Iterable[RunningJob] = (), remove: Iterable[RunningJob] = ()
                ) -> dict[str, SwitchLoad]:
-    """Every switch's load in ``snapshot`` with the jobs ``add`` started and ``remove`` ended
-    (as a sample would have logged it then). The snapshot's own loads are computed once."""
-    global _last_loads
-    free, running = snapshot.free_array(), snapshot.running_jobs
-    cached = _last_loads  # one read: another thread (the daemon's ready answers) may replace it
-    if cached[0] is not free or cached[1] is not running:
-        layout = snapshot.layout
-        if cached[2] is not layout:
-            totals = np.bincount(layout.switch_id, weights=layout.capacity[:, 1].astype(np.float64),
-                                 minlength=len(layout.switch_names))
-            cached = (None, running, layout, _uplink_users(layout, running),
-                      dict(zip(layout.switch_names, totals.tolist())))
-        elif cached[1] is not running:
-            cached = (None, running, layout, _uplink_users(layout, running), cached[4])
-        # a new free array alone (the daemon's claims, a mask): the GPU shares only, O(nodes)
-        cached = (free, running, layout, cached[3], cached[4], switch_loads(snapshot, crossing=cached[3]))
-        _last_loads = cached
-    loads, totals = cached[5], cached[4]
-    changes = [(rj, +1) for rj in add] + [(rj, -1) for rj in remove]
-    if not changes or not loads:
-        return loads
-    out = dict(loads)
-    for rj, sign in changes:
-        gpus: dict[str, int] = {}  # per switch (nodes on none have no rack: left out, as in uplink_users)
-        for n, n_ps, n_w in rj.placement.per_node():
-            sw = snapshot.node(n).switch
-            if sw is not None:
-                gpus[sw] = gpus.get(sw, 0) + n_ps * rj.job.ps_demand.gpus + n_w * rj.job.worker_demand.gpus
-        for sw, g in gpus.items():
-            if sw in out and totals.get(sw):
-                w = out[sw]
-                out[sw] = SwitchLoad(sw, w.gpu_busy + sign * g / totals[sw], w.crossing + sign * (len(gpus) > 1))
-    return out
+    """``RackLoads`` asked once (nothing kept)."""
+    return RackLoads()(snapshot, add, remove)
 
 
 def _uplink_users(layout: NodeLayout, running: RunningJobs) -> np.ndarray:
@@ -243,10 +259,6 @@ def _uplink_users(layout: NodeLayout, running: RunningJobs) -> np.ndarray:
     # Kept per layout: a map kept from another cluster (the empty map is one object for all)
     # gave uplink counts of the wrong length, an IndexError in the next test that used them.
     return layout.uplinks.get(running, build, patch)
-
-
-# (free array, running jobs, layout, their uplink users, GPUs per switch, the loads)
-_last_loads: tuple = (None, None, None, None, {}, {})
 
 
 def running_contexts(nodes: Sequence[Node], running: Sequence[RunningJob], targets: Sequence[RunningJob],

@@ -19,7 +19,7 @@ from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.learned.policy.features import FeatureSchema
 from slurm_advisor.learned.policy.net import PolicyNet
 from slurm_advisor.learned.speed import features as F
-from slurm_advisor.learned.speed.features import RACK_BUSY, RACK_UP, job_context, rack_loads
+from slurm_advisor.learned.speed.features import RACK_BUSY, RACK_UP, RackLoads, job_context, rack_loads
 from slurm_advisor.learned.speed.fit import SiteSpeedModel, fit_site_model, to_tensors
 from slurm_advisor.learned.speed.net import KAPPA
 from slurm_advisor.learned.speed.vocab import TypeVocab
@@ -329,7 +329,7 @@ def test_rack_loads_follow_started_and_ended_jobs_as_a_fresh_count_does() -> Non
 
     rnd = random.Random(5)
     nodes = make_nodes(8)
-    snaps = [snapshot_with(nodes)]
+    snaps, kept = [snapshot_with(nodes)], RackLoads()  # one instance: its kept loads in play
     for step in range(120):
         snap = snaps[-4] if step % 9 == 8 else snaps[-1]
         if snap.running and rnd.random() < 0.4:
@@ -340,7 +340,7 @@ def test_rack_loads_follow_started_and_ended_jobs_as_a_fresh_count_does() -> Non
             if snap.fits(j, placement):
                 snap = snap.with_job(j, placement)
         snaps.append(snap)
-        assert rack_loads(snap) == running_switch_loads(nodes, snap.running), step
+        assert kept(snap) == rack_loads(snap) == running_switch_loads(nodes, snap.running), step
 
 
 def test_predictions_reuse_the_parameter_terms_to_the_bit_and_follow_a_change(site_samples) -> None:
