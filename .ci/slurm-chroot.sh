@@ -15,7 +15,7 @@
 # Python virtual environment ($SLURM_ADVISOR_VENV, default ./.venv) and the interpreter it was made
 # from; /etc/hosts is copied in (without it slurmctld cannot resolve the host name). The testbed's
 # ports and directory default per release and follow SLURM_ADVISOR_TESTBED_PORT, _NODE_PORT, _DIR
-# and _HOOK as .ci/slurm-testbed.sh does. `stop` unmounts exactly what `start` mounted (listed in
+# _HOOK and _TOPOLOGY as .ci/slurm-testbed.sh does. `stop` unmounts exactly what `start` mounted (listed in
 # the chroot's run/mounts) and checks with findmnt that nothing is left. Runs as root.
 set -euo pipefail
 
@@ -151,7 +151,8 @@ testbed_env() {
     echo "SLURM_ADVISOR_TESTBED_DIR=$TESTBED_DIR" "SLURM_ADVISOR_TESTBED_PORT=$PORT" \
         "SLURM_ADVISOR_TESTBED_NODE_PORT=$NODE_PORT" \
         ${SLURM_ADVISOR_TESTBED_HOOK:+"SLURM_ADVISOR_TESTBED_HOOK=$SLURM_ADVISOR_TESTBED_HOOK"} \
-        ${SLURM_ADVISOR_TESTBED_SOCKET:+"SLURM_ADVISOR_TESTBED_SOCKET=$SLURM_ADVISOR_TESTBED_SOCKET"}
+        ${SLURM_ADVISOR_TESTBED_SOCKET:+"SLURM_ADVISOR_TESTBED_SOCKET=$SLURM_ADVISOR_TESTBED_SOCKET"} \
+        ${SLURM_ADVISOR_TESTBED_TOPOLOGY:+"SLURM_ADVISOR_TESTBED_TOPOLOGY=$SLURM_ADVISOR_TESTBED_TOPOLOGY"}
 }
 
 testbed() {
