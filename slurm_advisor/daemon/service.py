@@ -12,6 +12,10 @@ job, and applies the mode:
 - **enforce**: as advise, and a hold becomes ``cap``: a node-count cap (``max_nodes``) and, on a
   cluster with switches, ``--switches=1@hold_wait_s``, so Slurm itself bounds the wait.
 
+**Under topology/block** (``blocks``, read at start) a placement is pinned only where Slurm's
+blocks take the pin; across blocks it goes as segments where the release's hook can set
+``segment_size`` (26.05+), else as a node-count cap (``slurm/blocks.py``).
+
 **Slurm's own choice is not pinned.** When the placement to pin is exactly what select/cons_tres
 gives the user's unmodified request on the same snapshot (:func:`slurms_choice`: the same nodes,
 the same PS and worker tasks on each), pinning would buy nothing and cost the pin's own rules

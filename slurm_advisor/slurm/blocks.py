@@ -29,8 +29,9 @@ cannot set ``segment_size``: job_submit_lua.c gained it in 26.05, commit ae5a0d6
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from slurm_advisor.slurm import hostlist
@@ -74,13 +75,18 @@ class Blocks:
                          and (s // base_size) & (s // base_size - 1) == 0})
         return cls(tuple(b[1] for b in base), tuple(b[2] for b in base), base_size, tuple(levels))
 
-    def block_of(self) -> dict[str, int]:
-        """node -> the index of its base block (the first that lists it)."""
+    @cached_property
+    def _where(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for i, nodes in enumerate(self.nodes):
             for node in nodes:
                 out.setdefault(node, i)
         return out
+
+    def block_of(self) -> Mapping[str, int]:
+        """node -> the index of its base block (the first that lists it). Built once: a decision's
+        test costs the nodes it names, not the cluster's."""
+        return self._where
 
     def allows(self, nodes: Iterable[str]) -> bool:
         """Whether Slurm accepts a job of exactly these nodes required (``-w``, min = max nodes)."""
