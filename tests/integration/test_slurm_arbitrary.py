@@ -12,7 +12,8 @@ background jobs. For every job:
   GPUs and memory), and ``slurm-advisor layout --format hostfile``, run inside the job, names the
   advised node of each task;
 - on a release without arbitrary allocation (22.05) no job is pinned: each is left to Slurm,
-  stamped ``:observed``, and runs on its own ``-w`` nodes.
+  stamped ``:observed``, and runs on its own ``-w`` nodes; on 24.11+ a job left to Slurm runs its
+  own list task by task, and the layout command's hostfile names it.
 """
 from __future__ import annotations
 
@@ -111,6 +112,8 @@ def test_arbitrary_jobs_get_exactly_the_advised_tasks_per_node(slurm: Slurm, dae
         if "SLURM_ADVISOR_LAYOUT" not in env:  # left to Slurm: it runs on its own list
             assert stamp.endswith(":observed"), (i, job, stamp)
             assert set(view.allocation) == set(expand_hostlist(env["SLURM_ARBITRARY_NODELIST"])), (i, view, env)
+            if release.allocates_arbitrary:  # its own list, task by task: no SLURM_TASKS_PER_NODE there
+                assert env["hostfile"] == ",".join(expand_hostlist(env["SLURM_ARBITRARY_NODELIST"])), (i, env)
         else:
             assert release.allocates_arbitrary, f"job {i}: pinned on Slurm {release}: {env}"
             counts = advised_counts(env["SLURM_ADVISOR_LAYOUT"])
