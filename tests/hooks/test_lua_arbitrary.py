@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from fake_advisor import CAP, PLACE, FakeAdvisor
-from lua_driver import lua_socket_missing
+from lua_driver import REPO, lua_socket_missing
 
 from slurm_advisor.daemon.protocol import decode_request
 
@@ -67,3 +67,13 @@ def test_a_pin_that_does_not_fit_the_distribution_changes_nothing(run_hook, daem
     result = run_hook(fields)
     assert result["rc"] == 0 and result["writes"] == [] and result["unchanged"] is True
     assert len(result["logs"]) == 1 and "bad reply ignored" in result["logs"][0], result["logs"]
+
+
+def test_the_client_side_filter_leaves_arbitrary_jobs_to_the_submit_hook(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with(PLACE)
+    options = {"type": "sbatch", "comment": MARKER, "ntasks": "5", "nodes": "1-0", "distribution": "arbitrary",
+               "nodelist": "n[1,3,3,3,3]"}
+    result = run_hook(options, "cli", REPO / "hooks" / "cli_filter.lua")
+    assert result["writes"] == [] and daemon.connections == 0
+    run_hook({**options, "distribution": "block"}, "cli", REPO / "hooks" / "cli_filter.lua")
+    assert daemon.connections == 1  # any other distribution is asked about as before
