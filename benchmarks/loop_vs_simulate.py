@@ -43,10 +43,12 @@ TRUTHS = {"contention": "contention",
           "site-holdout": f"{REPO / 'benchmarks' / 'truths' / 'site_holdout.py'}:SiteHoldoutSpeeds"}
 
 
-def avg_jct(nodes, jobs, policy: str, truth, model: Path, seed: int, holds: bool = True) -> tuple[float, int]:
-    """(avg JCT, the policy's holds: decisions to wait although the job fitted)."""
-    result = Simulation(nodes, jobs, build_advisor(policy, truth, model, holds=holds, caps=holds), truth,
-                        seed=seed).run()  # holds: enforce mode, a hold a node-count cap
+def avg_jct(nodes, jobs, policy: str, truth, model: Path, seed: int, holds: bool = True,
+            caps: bool = False) -> tuple[float, int]:
+    """(avg JCT, the policy's holds: decisions to wait although the job fitted); ``holds``,
+    ``caps``: as ``build_advisor``'s (the plain simulator by default)."""
+    result = Simulation(nodes, jobs, build_advisor(policy, truth, model, holds=holds, caps=caps), truth,
+                        seed=seed).run()
     value = result.summary().get("avg_jct")
     return (float(value) if value is not None else math.nan), result.holds
 
@@ -60,7 +62,8 @@ def one(nodes, truth_name: str, seed: int, jobs_n: int, model: Path, mode: str) 
         (learned, holds), (base, _) = avg_jct(nodes, jobs, "learned", truth, model, 0), \
             avg_jct(nodes, jobs, "slurm-default", truth, model, 0)
         row[name], row[f"{name}_holds"] = round(learned / base, 3), holds
-    (served, _), (base, _) = avg_jct(nodes, submitted, "learned", truth, model, 0, holds=mode == "enforce"), \
+    (served, _), (base, _) = avg_jct(nodes, submitted, "learned", truth, model, 0, holds=mode == "enforce",
+                                caps=mode == "enforce"), \
         avg_jct(nodes, submitted, "slurm-default", truth, model, 0)
     row["sim_as_served"] = round(served / base, 3)  # simulate --served-as MODE
     with tempfile.TemporaryDirectory(prefix="loop-vs-sim-") as work:
