@@ -32,6 +32,8 @@ import numpy as np
 from slurm_advisor.domain import Job, Resources
 from slurm_advisor.domain.cluster import NodeLayout
 from slurm_advisor.slurm.cons_tres import choose_nodes, could_fit, usable_slots
+from slurm_advisor.slurm.left_weights import LeftWeights
+from slurm_advisor.slurm.release import DEFAULT, Release
 
 #: ``_will_run_test``'s first window (``time_window = 30``), doubled after every batch.
 WILL_RUN_WINDOW_S = 30.0
@@ -76,18 +78,21 @@ class ChoiceMemo:
     afresh beyond), so at 10,000 nodes it holds a few hundred rooms, at 16 nodes tens of
     thousands."""
 
-    def __init__(self, budget_bytes: int = 32 << 20):
-        self.budget_bytes = budget_bytes
+    def __init__(self, budget_bytes: int = 32 << 20, release: Release = DEFAULT):
+        self.budget_bytes, self.release = budget_bytes, release
         self._choices: dict[tuple, np.ndarray | None] = {}
         self._bytes = 0
 
-    def choose(self, layout, room: np.ndarray, job: Job, max_nodes: int | None) -> np.ndarray | None:
-        key = (room.tobytes(), job.num_ps, job.num_workers, job.ps_demand, job.worker_demand, max_nodes)
+    def choose(self, layout, room: np.ndarray, job: Job, max_nodes: int | None,
+               left: np.ndarray | None = None) -> np.ndarray | None:
+        """``left``: the node weights a job without GPUs finds (``slurm/left_weights.py``)."""
+        key = (room.tobytes(), job.num_ps, job.num_workers, job.ps_demand, job.worker_demand, max_nodes,
+               None if left is None else left.tobytes())
         try:
             return self._choices[key]
         except KeyError:
             pass
-        found = _choose(layout, room, job, max_nodes)
+        found = _choose(layout, room, job, max_nodes, self.release, left)
         if self._bytes + len(key[0]) > self.budget_bytes:
             self._choices.clear()
             self._bytes = 0
@@ -96,11 +101,12 @@ class ChoiceMemo:
         return found
 
 
-def _choose(layout, room: np.ndarray, job: Job, max_nodes: int | None) -> np.ndarray | None:
+def _choose(layout, room: np.ndarray, job: Job, max_nodes: int | None, release: Release = DEFAULT,
+            left: np.ndarray | None = None) -> np.ndarray | None:
     """The node indices cons_tres takes for ``job`` on ``room``, ascending (read-only), or None."""
     if not could_fit(room, job):
         return None
-    taken = choose_nodes(layout, room, job, max_nodes=max_nodes)
+    taken = choose_nodes(layout, room, job, max_nodes=max_nodes, release=release, left=left)
     if taken is None:
         return None
     nodes = np.array(sorted(i for i, _ in taken), dtype=np.int64)
@@ -197,9 +203,12 @@ class _NodeSpace:
 class BackfillPass:
     def __init__(self, layout: NodeLayout, free: np.ndarray, ends: RunningEnds, now: float,
                  window_s: float, resolution_s: float = 1.0, epoch_s: float = 0.0,
-                 memo: ChoiceMemo | None = None, kill_wait_s: float = 0.0):
+                 memo: ChoiceMemo | None = None, kill_wait_s: float = 0.0, weights: LeftWeights | None = None):
         """``memo``: choices kept across passes over the same ``layout`` (the simulation's);
-        ``kill_wait_s``: KillWait, which will-run adds to the end of a job past its limit."""
+        ``kill_wait_s``: KillWait, which will-run adds to the end of a job past its limit;
+        ``weights``: the node weights GPU jobs leave (Slurm before 23.11), which each will-run
+        reads and writes, so no will-run is taken from another."""
+        self.weights = weights
         self.layout, self.now, self.window_s = layout, now, window_s
         self.memo = memo if memo is not None else ChoiceMemo()
         self.resolution, self.epoch = resolution_s, epoch_s
@@ -339,6 +348,8 @@ class BackfillPass:
 
     def _will_run(self, job: Job, avail: int, max_nodes: int | None) -> tuple[float, np.ndarray] | None:
         """``_will_run_test`` on the nodes in ``avail``: (start, node indices) or None."""
+        if self.weights is not None:
+            return self._will_run_test(job, avail, max_nodes)
         key = (avail, job.num_ps, job.num_workers, job.ps_demand, job.worker_demand, max_nodes)
         if key not in self._will_runs:
             self._will_runs[key] = self._will_run_test(job, avail, max_nodes)
@@ -385,7 +396,11 @@ class BackfillPass:
         return max(end + self.kill_wait, self.now + 1.0)
 
     def _choose(self, room: np.ndarray, job: Job, max_nodes: int | None) -> np.ndarray | None:
-        return self.memo.choose(self.layout, room, job, max_nodes)
+        if self.weights is None:
+            return self.memo.choose(self.layout, room, job, max_nodes)
+        found = self.memo.choose(self.layout, room, job, max_nodes, self.weights.for_job(job))
+        self.weights.evaluated(room, job)
+        return found
 
     def _usable(self, avail: int) -> np.ndarray:
         n = len(self.free)

@@ -11,6 +11,10 @@ named after what Slurm does, with the tag it was read from:
   what is still wanted less one GPU for each required node after it
   (``topology/common/gres_filter.c:_set_max_gres``), which cuts its tasks too. 22.05 let every
   node take all its free GPUs.
+- :attr:`Release.keeps_gpu_weights` (before 23.11, SchedMD 55b5c8ca3a, first in
+  slurm-23-11-0-0rc1): backfill's will-run places a job without GPUs by the node weights the
+  last GPU job evaluated left (``slurm/left_weights.py``); from 23.11 cons_tres sets every
+  weight afresh (``_set_sched_weight`` in job_test.c, read at slurm-24-11-5-1 and slurm-26.05).
 - :attr:`Release.first_fit_single_node` (26.05): a one-node job goes on the first usable node
   that holds it in node order, not the best-fitting one (measured on the 26.05.5 testbed).
 """
@@ -43,6 +47,10 @@ class Release:
     @property
     def spreads_job_gpus(self) -> bool:
         return (self.major, self.minor) >= (24, 5)
+
+    @property
+    def keeps_gpu_weights(self) -> bool:
+        return (self.major, self.minor) < (23, 11)
 
     @property
     def first_fit_single_node(self) -> bool:
