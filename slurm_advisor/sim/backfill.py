@@ -114,6 +114,11 @@ def _choose(layout, room: np.ndarray, job: Job, max_nodes: int | None, release: 
     return nodes
 
 
+def _stop(offsets: np.ndarray, cols: np.ndarray, i: int) -> int:
+    """Where entry ``i``'s (node, amount) rows end."""
+    return int(offsets[i + 1]) if i + 1 < len(offsets) else len(cols)
+
+
 def _end(entry: tuple[float, np.ndarray, np.ndarray]) -> float:
     return entry[0]
 
@@ -141,8 +146,10 @@ class _NodeSpace:
         self.begin, self.end, self.free = [begin], [end], [self.all]
         self.resolution = resolution
 
-    def walk(self, start_res: float, end_time: float) -> tuple[int, float | None]:
-        """The nodes free in every record overlapping [start_res, end_time], and later_start."""
+    def walk(self, start_res: float, end_time: float, past: bool = False) -> tuple[int, float | None]:
+        """The nodes free in every record overlapping [start_res, end_time], and later_start.
+        ``past`` (24.11+, SchedMD d5e0c8e664): when no record within the window frees nodes,
+        later_start is the end of the record after the first one past the window."""
         avail, later = self.all, None
         begin, end, free = self.begin, self.end, self.free
         for j in range(len(begin)):
@@ -151,6 +158,8 @@ class _NodeSpace:
             if end[j] <= start_res:
                 continue
             if begin[j] > end_time:
+                if past and later is None and j + 2 < len(begin):
+                    later = end[j + 1]
                 break
             avail &= free[j]
         return avail, later
@@ -319,8 +328,8 @@ class BackfillPass:
         """``_attempt_backfill`` from the ``TRY_LATER`` label on, for one job."""
         start_res, horizon = self.now, self.now + self.window_s
         while True:
-            avail, later = self.space.walk(start_res, start_res + limit)
-            found = self._will_run(job, avail, max_nodes)
+            avail, later = self.space.walk(start_res, start_res + limit, self.memo.release.will_run_windows)
+            found = self._will_run(job, avail, max_nodes, start_res, later)
             if found is None:
                 if later is None:
                     return None
@@ -346,26 +355,54 @@ class BackfillPass:
                 self._times = None  # its end is a new candidate start of the counts
             return start
 
-    def _will_run(self, job: Job, avail: int, max_nodes: int | None) -> tuple[float, np.ndarray] | None:
-        """``_will_run_test`` on the nodes in ``avail``: (start, node indices) or None."""
+    def _will_run(self, job: Job, avail: int, max_nodes: int | None, start_res: float,
+                  later: float | None) -> tuple[float, np.ndarray] | None:
+        """``_will_run_test`` on the nodes in ``avail``: (start, node indices) or None. From
+        24.11 it also reads the try's start_res and later_start (``will_run_data``)."""
         if self.weights is not None:
-            return self._will_run_test(job, avail, max_nodes)
+            return self._will_run_test(job, avail, max_nodes, start_res, later)
         key = (avail, job.num_ps, job.num_workers, job.ps_demand, job.worker_demand, max_nodes)
+        if self.memo.release.will_run_windows:
+            key += (start_res, later)
         if key not in self._will_runs:
-            self._will_runs[key] = self._will_run_test(job, avail, max_nodes)
+            self._will_runs[key] = self._will_run_test(job, avail, max_nodes, start_res, later)
         return self._will_runs[key]
 
-    def _will_run_test(self, job: Job, avail: int, max_nodes: int | None) -> tuple[float, np.ndarray] | None:
+    def _will_run_test(self, job: Job, avail: int, max_nodes: int | None, start_res: float,
+                       later: float | None) -> tuple[float, np.ndarray] | None:
         usable = self._usable(avail)
-        room = np.where(usable[:, None], self.free, 0)
-        found = self._choose(room, job, max_nodes)
-        if found is not None:
-            return self.now, found
+        windows = self.memo.release.will_run_windows
+        if not windows or start_res <= self.now:  # 24.11 tests a later try in the future only
+            found = self._choose(np.where(usable[:, None], self.free, 0), job, max_nodes)
+            if found is not None:
+                return self.now, found
         ends, offsets, cols, vals = self._entry_arrays()
         if not len(ends):
             return None
         touching = np.flatnonzero(np.logical_or.reduceat(usable[cols], offsets))
-        future, done, window, align, k = self.free.copy(), 0, WILL_RUN_WINDOW_S, None, 0
+        future = self.free.copy()
+        if windows:
+            # _build_cr_job_list (4107be4f80): jobs ending before start_res are gone first, and
+            # (3d8d6cb4e9) none ending after later_start is removed: the job waits for a later try
+            gone = int(np.searchsorted(ends, start_res, side="left"))
+            early = touching[touching < gone]
+            for i in early.tolist():
+                np.add.at(future, cols[offsets[i]:_stop(offsets, cols, i)], vals[offsets[i]:_stop(offsets, cols, i)])
+            if len(early) or start_res > self.now:
+                found = self._choose(np.where(usable[:, None], future, 0), job, max_nodes)
+                if found is not None:
+                    return self.now, found
+            cap = len(ends) if later is None else int(np.searchsorted(ends, later, side="right"))
+            touching = touching[(touching >= gone) & (touching < cap)]
+        return self._batches(job, usable, future, touching, max_nodes)
+
+    def _batches(self, job: Job, usable: np.ndarray, future: np.ndarray, touching: np.ndarray,
+                 max_nodes: int | None) -> tuple[float, np.ndarray] | None:
+        """Running jobs on the usable nodes removed in end order, in batches: the first batch
+        ends 30-60 s after the first job's end (aligned on a 30-s wall-clock barrier), each
+        later window twice as long; the job is tested after each batch."""
+        ends, offsets, cols, vals = self._entry_arrays()
+        done, window, align, k = (int(touching[0]) if len(touching) else 0), WILL_RUN_WINDOW_S, None, 0
         while k < len(touching):
             first = int(touching[k])
             if align is None:  # the first batch's barrier: the next multiple of 30 s after its end
@@ -374,17 +411,28 @@ class BackfillPass:
             beyond = int(np.searchsorted(ends, align + window, side="right"))
             k = int(np.searchsorted(touching, max(first, beyond - 1)))
             last = int(touching[min(k, len(touching) - 1)])
-            stop = offsets[last + 1] if last + 1 < len(ends) else len(cols)
-            np.add.at(future, cols[offsets[done]:stop], vals[offsets[done]:stop])
+            np.add.at(future, cols[offsets[done]:_stop(offsets, cols, last)],
+                      vals[offsets[done]:_stop(offsets, cols, last)])
             done = last + 1
             window *= 2
             while k < len(touching) and last + 1 < len(ends) and ends[last + 1] > align + window:
                 window *= 2
             found = self._choose(np.where(usable[:, None], future, 0), job, max_nodes)
             if found is not None:
+                if self.memo.release.starts_at_last_relevant_job:
+                    last = self._last_relevant(touching[:k + 1], found, last)
                 return self._guess_end(float(ends[last])), found
             k += 1
         return None
+
+    def _last_relevant(self, removed: np.ndarray, found: np.ndarray, last: int) -> int:
+        """25.11+ (SchedMD 977bb2ee4f, ``_get_last_relevant_job``): the start is the end of the
+        latest-ending removed job on a node the job was given, not of the last one removed."""
+        _, offsets, cols, _ = self._entry_arrays()
+        for i in removed[::-1].tolist():
+            if np.isin(cols[offsets[i]:_stop(offsets, cols, i)], found).any():
+                return i
+        return last
 
     def _guess_end(self, end: float) -> float:
         """``_guess_job_end`` (cons_common/job_test.c): a job still running past its limit
