@@ -384,7 +384,9 @@ class BackfillPass:
         if windows:
             # _build_cr_job_list (4107be4f80): jobs ending before start_res are gone first, and
             # (3d8d6cb4e9) none ending after later_start is removed: the job waits for a later try
-            gone = int(np.searchsorted(ends, start_res, side="left"))
+            # 25.05+ (324f83551b) also those ending at start_res
+            side = "right" if self.memo.release.gone_at_start_res else "left"
+            gone = int(np.searchsorted(ends, start_res, side=side))
             early = touching[touching < gone]
             for i in early.tolist():
                 np.add.at(future, cols[offsets[i]:_stop(offsets, cols, i)], vals[offsets[i]:_stop(offsets, cols, i)])

@@ -20,6 +20,9 @@ named after what Slurm does, with the tag it was read from:
   now is not tested on the nodes as they are: the jobs ending before start_res are removed
   first, and then no job ending after later_start; when no record within the job's window
   frees nodes, later_start is the end of the record after the first one past it.
+- :attr:`Release.gone_at_start_res` (25.05+; SchedMD 324f83551b "Fix boundary condition in
+  _build_cr_job_list()", first in slurm-25-05-0-0rc1): that later try also removes the jobs
+  ending exactly at its start_res (``<=``, read at slurm-26.05; 24.11 has ``<``).
 - :attr:`Release.starts_at_last_relevant_job` (25.11+; SchedMD 977bb2ee4f "Prevent jobs running
   on unneeded nodes delay backfill jobs", first in slurm-25-11-0-0rc1): a will-run that fits after
   a batch of ending jobs plans the start at the end of the latest of them on the nodes it chose,
@@ -64,6 +67,10 @@ class Release:
     @property
     def will_run_windows(self) -> bool:
         return (self.major, self.minor) >= (24, 11)
+
+    @property
+    def gone_at_start_res(self) -> bool:
+        return (self.major, self.minor) >= (25, 5)
 
     @property
     def starts_at_last_relevant_job(self) -> bool:

@@ -235,3 +235,14 @@ def test_from_24_11_later_start_is_set_past_the_window_too() -> None:
     space.add(20.0, 100.0, 0b010)
     assert space.walk(0.0, 5.0) == (ALL, None)
     assert space.walk(0.0, 5.0, past=True) == (ALL, 30.0)
+
+
+def test_from_25_05_a_later_try_also_removes_the_jobs_ending_at_its_start() -> None:
+    # a (n1) ends at 10, b (n2) at 40, c (n3) at 45; a 4-GPU job tried from start_res 40. 24.11
+    # removes a first (ending before 40), then b and c in one batch (barrier 60): start c's end,
+    # 45. 25.05 removes b too (``<=``, 324f83551b) and the job fits on n1 and n2: "now", which
+    # backfill makes start_res, 40.
+    jobs = (("a", 10.0, {0: 2}), ("b", 40.0, {1: 2}), ("c", 45.0, {2: 2}))
+    assert _pass_of(Release(24, 11, 5), *jobs)._will_run(job(4), ALL, None, 40.0, None)[0] == 45.0
+    start, nodes = _pass_of(Release(25, 5, 0), *jobs)._will_run(job(4), ALL, None, 40.0, None)
+    assert (start, nodes.tolist()) == (0.0, [0, 1])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -30,12 +31,13 @@ CASES = Path(__file__).with_name("backfill_cases")
 #: node weights GPU jobs leave modelled (slurm/left_weights.py), as it did without them; 22.05's
 #: plans flip between passes with those weights, and the same workload run twice on Slurm
 #: differs by up to 0.10 of the mean run time (seed 106), so this one is left as it is.
-#: Seed 2 on 26.05: j14 (1 task) started at 55 s on n2, which j11's plan from its retry at 180 s
-#: holds in the simulator, as 24.11's and 26.05's will-run give it (jobs ending before the try's
-#: start removed first: j11 fits on n2 and n3) and as 24.11 itself did on the same workload
-#: (slurm-24.11-seed2: j14 at 120 s); this run of 26.05 planned as 22.05's will-run would.
-#: Not understood: no difference in the source between the two releases was found for it.
-NODE_CHOICE = {"slurm-22.05-seed103", "slurm-26.05-seed2"}
+#: Seed 2 on 26.05, its third run (with slurmctld logging verbosely): slurmctld handled the 21
+#: submissions of second 0 at 1.004 s, so every planned end lies 1 s later than the recorded
+#: submissions give, and will-run's 30-s batches split elsewhere (its log: j8 planned on n1 and
+#: n3, not n3 alone). Arriving at 1 s, the simulator makes the logged plans of every job at 2 s
+#: and meets the targets (0.007); the cases keep Slurm's whole-second submit times only, so the
+#: replay cannot know. The other two runs (j0 at 1 s and at 0 s) meet.
+NODE_CHOICE = {"slurm-22.05-seed103", "slurm-26.05-seed2-run3"}
 
 
 def case(name: str) -> Case:
@@ -91,6 +93,20 @@ def test_from_25_11_a_plan_starts_when_the_last_job_on_its_nodes_ends() -> None:
     assert [round(starts[j]) for j in (15, 16, 19)] == [306, 225, 112], starts
     before = _replay_with(c, release=Release(24, 11, 5))
     assert [round(before[j]) for j in (15, 16, 19)] == [225, 112, 147], before
+
+
+def test_from_25_05_a_later_try_also_removes_the_jobs_ending_at_its_start() -> None:
+    # seed 2 on 26.05: at 55 s j11 (4 tasks) is planned from its retry at 180 s. 26.05 removes
+    # the jobs ending at 180 s too (j2, 13 tasks) and j11 fits on n3 alone (its log, third run:
+    # "to start at 22:30:31 ... on nodes n3"), so j14 (1 task) starts at once on n2, as in
+    # Slurm (55 s), and j16 waits (123 s). With 24.11's ``<`` j11 takes n2 and n3: j14 waits.
+    c = case("slurm-26.05-seed2")
+    assert (c.starts[14], c.starts[16]) == (55, 123)
+    starts = replay(c)
+    assert (round(starts[14]), round(starts[16])) == (55, 122), starts
+    with mock.patch.object(Release, "gone_at_start_res", property(lambda self: False)):
+        before = replay(c)
+    assert (round(before[14]), round(before[16])) == (120, 55), before
 
 
 def test_a_job_past_its_limit_is_ended_at_slurmctlds_next_check() -> None:

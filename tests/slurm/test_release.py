@@ -33,4 +33,5 @@ def test_behaviours_by_release() -> None:
     assert not Release(23, 11).keeps_gpu_weights and not Release(24, 11, 5).keeps_gpu_weights
     assert not Release(24, 5, 9).will_run_windows and Release(24, 11).will_run_windows  # 3d8d6cb4e9
     assert not Release(25, 5).starts_at_last_relevant_job and Release(25, 11).starts_at_last_relevant_job
+    assert not Release(24, 11, 7).gone_at_start_res and Release(25, 5).gone_at_start_res  # 324f83551b
     assert not DEFAULT.will_run_windows and not DEFAULT.starts_at_last_relevant_job
