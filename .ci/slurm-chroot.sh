@@ -15,7 +15,7 @@
 # Python virtual environment ($SLURM_ADVISOR_VENV, default ./.venv) and the interpreter it was made
 # from; /etc/hosts is copied in (without it slurmctld cannot resolve the host name). The testbed's
 # ports and directory default per release and follow SLURM_ADVISOR_TESTBED_PORT, _NODE_PORT, _DIR
-# and _HOOK as .ci/slurm-testbed.sh does. `stop` unmounts exactly what `start` mounted (listed in
+# _HOOK and _TOPOLOGY as .ci/slurm-testbed.sh does. `stop` unmounts exactly what `start` mounted (listed in
 # the chroot's run/mounts) and checks with findmnt that nothing is left. Runs as root.
 set -euo pipefail
 
@@ -24,6 +24,10 @@ CACHE=${SLURM_ADVISOR_CHROOT_CACHE:-/var/cache/slurm-advisor-chroots}
 MIRROR=${SLURM_ADVISOR_CHROOT_MIRROR:-http://deb.debian.org/debian}
 PACKAGES=(slurmctld slurmd slurm-client munge lua-socket lua5.1 libffi8 libsqlite3-0 libbz2-1.0 liblzma5
           libexpat1 zlib1g procps)
+# trixie also gets the Python a trixie site makes its venv with (the README's install section runs
+# there: tests/test_site_install.py). The versioned package only: `python3` would become
+# /usr/bin/python3, which the bind-mounted venv's interpreter may be a link to.
+TRIXIE_PACKAGES=(python3.13-venv)
 
 log() { printf 'slurm-chroot: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -40,7 +44,13 @@ release_name() {
 default_port() { case "$1" in trixie) echo 36817 ;; sid) echo 56817 ;; esac; }
 default_node_port() { case "$1" in trixie) echo 37001 ;; sid) echo 57001 ;; esac; }
 
-stamp_want() { printf '%s\n' "$MIRROR" "${PACKAGES[@]}" | sha256sum | cut -d' ' -f1; }
+release_packages() {
+    printf '%s\n' "${PACKAGES[@]}"
+    if [ "$RELEASE" = trixie ]; then printf '%s\n' "${TRIXIE_PACKAGES[@]}"; fi
+}
+
+# sid's stamp is the same as before trixie's extra package: only trixie is rebuilt for it.
+stamp_want() { { echo "$MIRROR"; release_packages; } | sha256sum | cut -d' ' -f1; }
 
 mounted() { findmnt -rn --mountpoint "$1" > /dev/null 2>&1; }
 
@@ -110,8 +120,9 @@ build() {
     trap unmount_all EXIT
     # sid's Release files may be past their Valid-Until on a mirror snapshot.
     in_chroot apt-get update -qq -o Acquire::Check-Valid-Until=false >&2
+    # shellcheck disable=SC2046
     in_chroot env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        "${PACKAGES[@]}" >&2
+        $(release_packages) >&2
     in_chroot apt-get clean
     unmount_all
     trap - EXIT
@@ -151,7 +162,8 @@ testbed_env() {
     echo "SLURM_ADVISOR_TESTBED_DIR=$TESTBED_DIR" "SLURM_ADVISOR_TESTBED_PORT=$PORT" \
         "SLURM_ADVISOR_TESTBED_NODE_PORT=$NODE_PORT" \
         ${SLURM_ADVISOR_TESTBED_HOOK:+"SLURM_ADVISOR_TESTBED_HOOK=$SLURM_ADVISOR_TESTBED_HOOK"} \
-        ${SLURM_ADVISOR_TESTBED_SOCKET:+"SLURM_ADVISOR_TESTBED_SOCKET=$SLURM_ADVISOR_TESTBED_SOCKET"}
+        ${SLURM_ADVISOR_TESTBED_SOCKET:+"SLURM_ADVISOR_TESTBED_SOCKET=$SLURM_ADVISOR_TESTBED_SOCKET"} \
+        ${SLURM_ADVISOR_TESTBED_TOPOLOGY:+"SLURM_ADVISOR_TESTBED_TOPOLOGY=$SLURM_ADVISOR_TESTBED_TOPOLOGY"}
 }
 
 testbed() {

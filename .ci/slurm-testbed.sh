@@ -12,6 +12,9 @@
 # socket (the system munge key, /etc/munge/munge.key, is created if missing). `start` installs the
 # Debian packages when slurmctld is missing. Only stdout carries the export line; logs go to stderr
 # and to $ROOT/log. Runs as root (SlurmUser=root): for tests only.
+# SLURM_ADVISOR_TESTBED_TOPOLOGY=block gives the cluster topology/block (Slurm 23.11+, topology.conf),
+# =block-yaml the same blocks from topology.yaml (25.05+; no TopologyPlugin line): two base blocks
+# of two nodes, b1 = n[1-2] and b2 = n[3-4], BlockSizes 2 and 4.
 set -euo pipefail
 
 ROOT=${SLURM_ADVISOR_TESTBED_DIR:-/tmp/slurm-advisor-testbed}
@@ -131,11 +134,38 @@ PartitionName=batch Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP
 # A second partition over two of the nodes: the advisor must pin a job only to its partition's nodes.
 PartitionName=small Nodes=n[1-2] MaxTime=INFINITE State=UP
 EOF
+    write_topology
     mv "$CONF.new" "$CONF"
     if [ -n "${SLURM_ADVISOR_TESTBED_HOOK:-}" ]; then
         "$(dirname "$0")/../hooks/install.sh" "$ROOT/etc" "$SLURM_ADVISOR_TESTBED_HOOK" >&2 \
             || die "cannot install the job submit hook $SLURM_ADVISOR_TESTBED_HOOK"
     fi
+}
+
+write_topology() {
+    rm -f "$ROOT/etc/topology.conf" "$ROOT/etc/topology.yaml"
+    case "${SLURM_ADVISOR_TESTBED_TOPOLOGY:-}" in
+        "") ;;
+        block)
+            echo "TopologyPlugin=topology/block" >> "$CONF.new"
+            printf '%s\n' "BlockName=b1 Nodes=n[1-2]" "BlockName=b2 Nodes=n[3-4]" "BlockSizes=2,4" \
+                > "$ROOT/etc/topology.conf" ;;
+        block-yaml)
+            cat > "$ROOT/etc/topology.yaml" <<EOF
+---
+- topology: blocks
+  cluster_default: true
+  block:
+    block_sizes: [2, 4]
+    blocks:
+      - block: b1
+        nodes: n[1-2]
+      - block: b2
+        nodes: n[3-4]
+EOF
+            ;;
+        *) die "SLURM_ADVISOR_TESTBED_TOPOLOGY must be block or block-yaml, not '$SLURM_ADVISOR_TESTBED_TOPOLOGY'" ;;
+    esac
 }
 
 start_daemons() {

@@ -38,7 +38,7 @@ import numpy as np
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
 from slurm_advisor.domain.report import SpeedReport
-from slurm_advisor.learned.demo import loaded_trace
+from slurm_advisor.experiments.demo import loaded_trace
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.retrain.evaluate import Judge, replay_jct
 from slurm_advisor.retrain.retrain import RetrainSettings, run_retrain

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from slurm_advisor.cli.loop import hours, percent
-from slurm_advisor.learned.demo import loaded_trace
+from slurm_advisor.experiments.demo import loaded_trace
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.loop.driver import Loop, LoopSettings
 from slurm_advisor.sim.clusterfile import read_cluster
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     nodes = read_cluster(REPO / "examples" / "clusters" / "16x8.toml")
     truth = load_speed_model(args.truth)
     traces = [loaded_trace(nodes, truth, args.jobs, seed) for seed in args.seeds]
-    # the demo's small budget (learned/demo.py), with fewer RL episodes
+    # the demo's small budget (experiments/demo.py), with fewer RL episodes
     hp = replace(Hyper(), rl_episodes=args.episodes, episode_jobs=min(80, args.jobs), speed_epochs=40,
                  warm_episodes=2, warm_epochs=20)
     settings = LoopSettings(mode=args.mode, margin=args.margin, hyper=hp)
@@ -88,7 +88,7 @@ def refit_spread(db: str, cycles: list[dict], settings: LoopSettings, seeds: int
     say how much of a cycle's figure is the fitting seed's (initialisation, bootstrap, batches)
     rather than the data's. A loop whose models were promoted saw other placements later on, so
     only the first cycle's spread is the whole story there; the samples are the same for every seed."""
-    from slurm_advisor.learned.site_speed import fit_site_model
+    from slurm_advisor.learned.speed.fit import fit_site_model
     from slurm_advisor.retrain.data import split_by_time
     from slurm_advisor.store import Store
 

@@ -12,7 +12,7 @@ a random running job ends, so the load stays near its level.
     python benchmarks/decision_time.py [--sizes 16,1000,10000] [--decisions 300] [--search-model DIR]
                                        [--gap-ms 2] [--backends numpy,torch]
 
-``--search-model`` adds a row for the search (``learned/search.py``) over that model directory,
+``--search-model`` adds a row for the search (``policies/search.py``) over that model directory,
 and one for ``learned-fast`` (what that model's gate picked without the search)
 (it needs a model trained with the site speed model; the shipped default has the older one).
 
@@ -49,12 +49,12 @@ import numpy as np
 
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, RunningJob
-from slurm_advisor.learned.agent import LearnedPolicy
-from slurm_advisor.learned.patience import PatientPolicy
-from slurm_advisor.learned.policy_adapter import policy_of, search_of
 from slurm_advisor.models import served
+from slurm_advisor.policies.learned.adapter import policy_of, search_of
+from slurm_advisor.policies.learned.agent import LearnedPolicy
+from slurm_advisor.policies.patience import PatientPolicy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+from slurm_advisor.traces.synthetic import synthetic_jobs
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_P99_MS = {1000: 2.0, 10000: 20.0}
@@ -114,7 +114,7 @@ def loaded_snapshot(nodes: tuple[Node, ...], load: float = 0.6, seed: int = 0) -
 def load_model(model_dir: Path | None, backend: str):
     """The model in ``model_dir`` (None: the shipped one) as served (numpy) or as the torch checkpoint."""
     if backend == "torch":
-        from slurm_advisor.learned import checkpoint  # torch: only when asked for
+        from slurm_advisor.training import checkpoint  # torch: only when asked for
 
         return checkpoint.load(model_dir)
     return served.load(model_dir)

@@ -41,13 +41,13 @@ from slurm_advisor.policies import PolicyContext, make_policy
 from slurm_advisor.policies.base import Hold, Policy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.clusterfile import read_cluster
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.metrics import SimResult
 from slurm_advisor.sim.trace import read_trace
 from slurm_advisor.sim.workload import at_offered_load, offered_load
 from slurm_advisor.slurm.expressible import express
 from slurm_advisor.speedmodels import load_speed_model
+from slurm_advisor.traces.synthetic import synthetic_jobs
 
 REPO = Path(__file__).resolve().parents[1]
 POLICIES = ("slurm-default", "learned")

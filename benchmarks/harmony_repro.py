@@ -67,14 +67,14 @@ from shared_data import SHARED  # benchmarks/ is the script directory: on sys.pa
 from slurm_advisor.domain import Job, Node, Resources
 from slurm_advisor.domain.jobtypes import profile_for, reference_speed
 from slurm_advisor.errors import InputError
-from slurm_advisor.learned.checkpoint import DEFAULT_MODEL_DIR
-from slurm_advisor.learned.experiment import evaluate, run_experiment
+from slurm_advisor.experiments.experiment import evaluate, run_experiment
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.learned.train import Ablation
+from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 from slurm_advisor.policies import POLICIES
 from slurm_advisor.sim.runner import compare
 from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
+from slurm_advisor.training.train import Ablation
 
 REPO = Path(__file__).resolve().parents[1]
 HOLDOUT = f"{REPO / 'benchmarks' / 'truths' / 'site_holdout.py'}:SiteHoldoutSpeeds"

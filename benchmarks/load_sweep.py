@@ -10,7 +10,7 @@ every policy runs every test trace at every load of ``LOADS``. For each truth an
    ``TRAIN_LOAD``, within the retraining cron's budget;
 3. every baseline of the registry (``policies.BASELINES``: slurm-default, slurm-topo and the
    rules), each trained model (``learned``: as training deployed it) and the search over each
-   trained model (``search``: ``learned/search.py``, the model's speed ensemble weighing every
+   trained model (``search``: ``policies/search.py``, the model's speed ensemble weighing every
    proposer's placement and "hold"), and ``learned-fast`` over each (the gate's pick without the
    search, for the daemon's time budget) run the test traces at each load under the ground truth.
 
@@ -57,16 +57,16 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):  # tiny matrix products
 
 import numpy as np  # after the thread settings
 
-from slurm_advisor.learned.experiment import evaluate, run_experiment
+from slurm_advisor.experiments.experiment import evaluate, run_experiment
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.learned.train import Ablation
 from slurm_advisor.policies import BASELINES
 from slurm_advisor.sim.clusterfile import read_cluster
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.sim.floor import floor_avg_jct
 from slurm_advisor.sim.runner import compare
 from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
+from slurm_advisor.traces.synthetic import synthetic_jobs
+from slurm_advisor.training.train import Ablation
 
 REPO = Path(__file__).resolve().parents[1]
 LOADS = (0.3, 0.5, 0.7, 0.9, 1.1)

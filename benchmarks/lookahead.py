@@ -1,4 +1,4 @@
-"""Does looking further ahead pay? The search (``learned/search.py``) with a multi-step look-ahead,
+"""Does looking further ahead pay? The search (``policies/search.py``) with a multi-step look-ahead,
 against the one-step search it extends, on validation traces (issue 12 item 2).
 
 The deployed search scores each candidate placement one step ahead: the job's own run time and
@@ -47,14 +47,14 @@ import load_sweep  # the sweep's truths, traces and cluster
 
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
-from slurm_advisor.learned.policy_adapter import load_search_policy
-from slurm_advisor.learned.search import SearchPolicy, _ps_beside_workers, _remaining, _shape
+from slurm_advisor.policies.isolated import IsolatedSpeeds
+from slurm_advisor.policies.learned.adapter import load_search_policy
+from slurm_advisor.policies.search import SearchPolicy, _ps_beside_workers, _remaining, _shape
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
-from slurm_advisor.speedmodels.isolated import IsolatedSpeeds
 
 HISTORY = 30  # the recent jobs later arrivals are drawn from
 

@@ -8,7 +8,8 @@ This is the harness that says how far apart the two paths are, per seed and trut
 - ``sim as submitted``: the same on the trace as the loop submits it (Slurm jobs are homogeneous:
   every task gets the largest of the PS and worker demands; limits in whole minutes);
 - ``sim as served``: the same as ``simulate --served-as MODE``: in advise mode a hold is left
-  to Slurm (the hook cannot delay a job);
+  to Slurm (the hook cannot delay a job); in enforce mode it is a node-count cap the job pends
+  under, started by Slurm's own rule within it (the policy is not asked again);
 - ``loop``: the daemon's path (hook fields, claims, pins, caps, releases, the layouts it can
   express), on the as-submitted trace.
 
@@ -28,10 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from slurm_advisor.learned.demo import loaded_trace
+from slurm_advisor.experiments.demo import loaded_trace
 from slurm_advisor.loop.driver import Loop, LoopSettings
 from slurm_advisor.loop.hook import as_submitted
-from slurm_advisor.retrain.modelsdir import PACKAGED_MODEL
+from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 from slurm_advisor.sim.clusterfile import default_cluster
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.runner import build_advisor
@@ -44,7 +45,8 @@ TRUTHS = {"contention": "contention",
 
 def avg_jct(nodes, jobs, policy: str, truth, model: Path, seed: int, holds: bool = True) -> tuple[float, int]:
     """(avg JCT, the policy's holds: decisions to wait although the job fitted)."""
-    result = Simulation(nodes, jobs, build_advisor(policy, truth, model, holds=holds), truth, seed=seed).run()
+    result = Simulation(nodes, jobs, build_advisor(policy, truth, model, holds=holds, caps=holds), truth,
+                        seed=seed).run()  # holds: enforce mode, a hold a node-count cap
     value = result.summary().get("avg_jct")
     return (float(value) if value is not None else math.nan), result.holds
 
@@ -79,7 +81,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=80)
     ap.add_argument("--seeds", default="41,42,43", help="trace seeds, comma-separated")
     ap.add_argument("--truths", default="contention,site-holdout")
-    ap.add_argument("--model", type=Path, default=PACKAGED_MODEL, help="model directory the learned policy serves")
+    ap.add_argument("--model", type=Path, default=DEFAULT_MODEL_DIR, help="model directory the learned policy serves")
     ap.add_argument("--mode", default="advise", choices=("advise", "enforce"),
                     help="the daemon's mode (enforce: a hold becomes a node-count cap where one is expressible)")
     args = ap.parse_args(argv)

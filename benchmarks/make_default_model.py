@@ -13,25 +13,24 @@ the model as it is, without training again, they are written by
 """
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from slurm_advisor.learned.checkpoint import DEFAULT_MODEL_DIR
-from slurm_advisor.learned.demo import DemoConfig, run_demo, to_json
+from slurm_advisor.experiments.demo import DemoConfig, run_demo, to_json
+from slurm_advisor.models import meta as model_meta
+from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 
 
 def main() -> int:
     with tempfile.TemporaryDirectory() as work:
         demo = run_demo(DemoConfig(), Path(work), log=lambda m: print(m, file=sys.stderr))
         source = Path(work) / "learned"
-        meta = json.loads((source / "meta.json").read_text())
         summary = to_json(demo)
-        meta["made_by"] = "benchmarks/make_default_model.py (the demo's model)"
-        meta["demo_results"] = {"policies": summary["policies"], "speed_mape_unseen": summary["speed_mape_unseen"]}
-        (source / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        model_meta.annotate(source, made_by="benchmarks/make_default_model.py (the demo's model)",
+                            demo_results={"policies": summary["policies"],
+                                          "speed_mape_unseen": summary["speed_mape_unseen"]})
         if DEFAULT_MODEL_DIR.exists():
             shutil.rmtree(DEFAULT_MODEL_DIR)
         shutil.copytree(source, DEFAULT_MODEL_DIR)

@@ -28,13 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import load_sweep  # the sweep's truths, traces and cluster
 
 from slurm_advisor.advisor import Advisor
-from slurm_advisor.learned import checkpoint
-from slurm_advisor.learned.agent import LearnedPolicy
+from slurm_advisor.policies.learned.agent import LearnedPolicy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
+from slurm_advisor.training import checkpoint
 
 UNTRAINED = ("no-network",)  # variants whose network was never trained
 

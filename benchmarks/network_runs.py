@@ -1,7 +1,7 @@
 """Whether a model's network fills the node it chooses, and how many network steps runs save.
 
 For each model directory (the shipped default model unless ``--model`` names others): the run
-probe's verdict (``learned/runs.py``: of its multi-task jobs, how many place the same task by
+probe's verdict (``policies/learned/fast/runs.py``: of its multi-task jobs, how many place the same task by
 task and run by run), and on the clusters of ``decision_time.py`` (16, 1,000 and 10,000 nodes,
 loaded by slurm-default's placements of the benchmarks' mixes) how many of its placements are
 the same both ways, and the network steps per job task by task (one per task) and run by run
@@ -22,7 +22,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads BLAS (s
 import numpy as np
 from decision_time import job_stream, loaded_snapshot, make_cluster  # benchmarks/ is the script directory
 
-from slurm_advisor.learned import checkpoint, runs
+from slurm_advisor.policies.learned.fast import runs
+from slurm_advisor.training import checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -38,17 +38,17 @@ from report import over_traces
 from shared_data import SHARED  # benchmarks/ is the script directory: on sys.path
 
 from slurm_advisor.domain import ClusterSnapshot
-from slurm_advisor.learned.experiment import evaluate, run_experiment
+from slurm_advisor.experiments.experiment import evaluate, run_experiment
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.learned.train import Ablation
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.clusterfile import read_cluster
-from slurm_advisor.sim.converters.philly import philly_jobs
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.sim.floor import floor_avg_jct
 from slurm_advisor.sim.report import plot_jct_cdf
 from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
+from slurm_advisor.traces.philly import philly_jobs
+from slurm_advisor.traces.synthetic import synthetic_jobs
+from slurm_advisor.training.train import Ablation
 
 REPO = Path(__file__).resolve().parents[1]
 BASELINES = ["slurm-default", "slurm-topo", "pack", "spread", "random", "tetris", "lif", "oracle"]

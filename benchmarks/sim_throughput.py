@@ -35,14 +35,14 @@ import numpy.ma  # noqa: F401  np.unique imports it on its first call (~0.2 s): 
 from decision_time import make_cluster  # benchmarks/ is the script directory: on sys.path
 
 from slurm_advisor.advisor import Advisor
-from slurm_advisor.learned import checkpoint
-from slurm_advisor.learned.agent import LearnedPolicy
+from slurm_advisor.policies.learned.agent import LearnedPolicy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.runner import build_advisor
 from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
+from slurm_advisor.traces.synthetic import synthetic_jobs
+from slurm_advisor.training import checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 # (mix, jobs) per cluster size

@@ -23,13 +23,13 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):  # tiny matrix products
 
 import load_sweep as L  # after the thread settings
 
-from slurm_advisor.learned.experiment import evaluate, run_experiment
+from slurm_advisor.experiments.experiment import evaluate, run_experiment
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.sim.clusterfile import read_cluster
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.sim.runner import compare
 from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
+from slurm_advisor.traces.synthetic import synthetic_jobs
 
 CONFIGS = {  # Hyper overrides
     "before": {"dagger_rounds": 0},

@@ -117,6 +117,7 @@ local function changes(options, plan)
         out[#out + 1] = { "nodelist", plan.nodes }
         out[#out + 1] = { "nodes", tostring(plan.nodes_count) }
         out[#out + 1] = { "ntasks", tostring(plan.num_tasks) }
+        if plan.segment_size then out[#out + 1] = { "segment", tostring(plan.segment_size) } end
     else
         local low = node_range(options["nodes"]) or 1
         out[#out + 1] = { "nodes", math.min(low, plan.max_nodes) .. "-" .. plan.max_nodes }

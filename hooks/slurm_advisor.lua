@@ -419,6 +419,8 @@ local function plan_from(reply)
         if check_int(reply, "min_nodes", 1) ~= plan.nodes_count then fail("min_nodes must equal max_nodes") end
         plan.num_tasks = check_int(reply, "num_tasks", 1)
         plan.layout = check_text(reply, "layout", "[^%w%-_.,;=%[%]]", MAX_LINE)
+        -- topology/block on 26.05+: a pin across blocks as segments each inside one block
+        plan.segment_size = check_int(reply, "segment_size", 1, true)
     else
         plan.max_nodes = check_int(reply, "max_nodes", 1)
         plan.switches = check_int(reply, "switches", 1, true)
@@ -595,6 +597,7 @@ local function apply(job_desc, plan)
         job_desc.min_nodes = plan.nodes_count
         job_desc.max_nodes = plan.nodes_count
         job_desc.num_tasks = plan.num_tasks
+        if plan.segment_size then job_desc.segment_size = plan.segment_size end
     else
         job_desc.max_nodes = plan.max_nodes
         if plan.switches then

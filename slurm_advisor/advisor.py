@@ -18,20 +18,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Resources
 from slurm_advisor.policies.base import Hold, Policy, warm
+from slurm_advisor.policies.speed import SpeedPredictor
+from slurm_advisor.slurm.cons_tres import select
 
 log = logging.getLogger("slurm_advisor.advisor")
-
-
-class SpeedPredictor(Protocol):
-    def predict(self, snapshot: ClusterSnapshot, job: Job, placement: Placement) -> float:
-        """Predicted iterations/s of ``job`` if it starts on ``placement`` now."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -49,12 +44,19 @@ class Advice:
 
 class Advisor:
     def __init__(self, policy: Policy, *, fallback: Policy | None = None,
-                 predictor: SpeedPredictor | None = None, explain: bool = False, holds: bool = True):
+                 predictor: SpeedPredictor | None = None, explain: bool = False, holds: bool = True,
+                 caps: bool = False):
         self.policy = policy
         # False: play the daemon's advise mode, where the hook cannot delay a job: a hold is left
         # to Slurm, which starts the job at once where it fits (the fallback's placement). The
-        # simulator's default keeps holds (as enforce mode's node-count caps do, roughly).
+        # simulator's default keeps holds: the job waits and the policy decides it again later.
         self.holds = holds
+        # True: play enforce mode, where a hold is a node-count cap the job is submitted with
+        # (``cap_feasible``, as the daemon decides it): from then on Slurm's own rule (the
+        # fallback, Slurm's choice) starts it within the cap when it fits; the policy is not
+        # asked again. A cap Slurm would refuse is left to Slurm uncapped.
+        self.caps = caps
+        self._capped: dict[str, int] = {}  # job id -> its cap, until it starts
         self.fallback = fallback
         self.predictor = predictor
         self.explain = explain
@@ -62,9 +64,16 @@ class Advisor:
 
     def advise(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Advice:
         snapshot = allowed(snapshot, job)
+        if job.id in self._capped:
+            return self._within_cap(snapshot, job, rng)
         placement, reason = self._propose(snapshot, job, rng)
         if isinstance(placement, Hold) and not self.holds:
             placement, reason = None, f"held ({placement.reason}), which advise mode cannot serve: left to Slurm"
+        if isinstance(placement, Hold) and self.caps:
+            if placement.max_nodes and self.fallback is not None and cap_feasible(snapshot, job, placement.max_nodes):
+                self._capped[job.id] = placement.max_nodes
+                return self._within_cap(snapshot, job, rng)
+            placement, reason = None, f"held ({placement.reason}) with no cap Slurm takes: left to Slurm"
         if isinstance(placement, Hold):  # a deliberate wait: the fallback must not undo it
             return Advice(job.id, None, self.policy.name, False, placement.reason, held=True,
                           max_nodes=placement.max_nodes)
@@ -80,6 +89,17 @@ class Advisor:
         return Advice(job.id, placement, decided_by, used_fallback, reason,
                       self.policy.score_nodes(snapshot, job) if self.explain else {},
                       self._predict(snapshot, job, placement))
+
+    def _within_cap(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Advice:
+        """Slurm's own choice for a capped job: on at most its cap of nodes, or not yet."""
+        cap = self._capped[job.id]
+        placement = self.fallback.place(snapshot, job, rng, max_nodes=cap)
+        if placement is None or not _valid(snapshot, job, placement) or _broken(snapshot, job, placement):
+            # pending under its cap, as the loop's Slurm holds a capped job (loop.hook.DaemonPolicy)
+            return Advice(job.id, None, self.fallback.name, True, f"capped at {cap} node(s): does not fit now",
+                          held=True, max_nodes=cap)
+        del self._capped[job.id]
+        return Advice(job.id, placement, self.fallback.name, True, f"capped at {cap} node(s)")
 
     def warm(self, snapshot: ClusterSnapshot) -> None:
         """Let the policy fill its caches for ``snapshot`` (the daemon's refresh thread: no
@@ -162,3 +182,16 @@ def _valid(snapshot: ClusterSnapshot, job: Job, placement: Placement) -> bool:
 def _broken(snapshot: ClusterSnapshot, job: Job, placement: Placement) -> list[str]:
     """What ``placement`` breaks of ``job``'s request (none without one)."""
     return [] if job.request is None else job.request.violations(snapshot, placement)
+
+
+def cap_feasible(snapshot: ClusterSnapshot, job: Job, max_nodes: int) -> bool:
+    """Whether a node-count cap keeps inside the job's own request and lets it fit in ``max_nodes``
+    nodes of the empty cluster. Slurm rejects at submission a job whose node cap no node
+    configuration can meet ("Requested node configuration is not available"), and one below its
+    own minimum: a cap the job can never meet would cost the user the job."""
+    request = job.request
+    if request is not None and (max_nodes < request.min_nodes or request.narrows()
+                                or (request.max_nodes is not None and max_nodes > request.max_nodes)):
+        return False  # a cap outside the user's own -N range narrows or widens what they asked
+    empty = allowed(ClusterSnapshot.empty(snapshot.nodes), job)  # its partition, features, -x
+    return select(empty, job, max_nodes=max_nodes) is not None

@@ -16,31 +16,11 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="session")
-def site_model_dir(tmp_path_factory) -> Path:
-    """A small model directory whose speed model is the site ensemble, fitted on speeds logged on
-    five nodes under contention (the network untrained: policies that weigh with the speed
-    model, like ``search``, need such a model; the shipped default has the older one)."""
-    from dataclasses import replace
+def site_model_dir() -> Path:
+    """The shipped model directory (its speed model the site ensemble, as every model's now)."""
+    from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 
-    from slurm_advisor.domain import Node
-    from slurm_advisor.learned import checkpoint
-    from slurm_advisor.learned.experiment import record
-    from slurm_advisor.learned.features import FeatureSchema
-    from slurm_advisor.learned.hyper import Hyper
-    from slurm_advisor.learned.policy_net import PolicyNet
-    from slurm_advisor.learned.site_speed import fit_site_model
-    from slurm_advisor.sim.converters.synthetic import synthetic_jobs
-    from slurm_advisor.speedmodels.contention import ContentionSpeedModel
-
-    nodes = (Node("a1", 32, 8, 256_000, "s1"), Node("a2", 32, 8, 256_000, "s1"), Node("a3", 16, 4, 128_000, "s1"),
-             Node("b1", 32, 8, 256_000, "s2"), Node("b2", 32, 8, 256_000, "s2"))
-    hp = replace(Hyper(seed=1), speed_epochs=15, speed_hidden=16, speed_members=3)
-    samples = record(nodes, synthetic_jobs(30, seed=2, mix="large", arrival_rate_per_h=2.0),
-                     ContentionSpeedModel(), ("slurm-default", "spread"), seed=0)
-    speed, _ = fit_site_model(samples, hp)
-    schema = FeatureSchema()
-    return checkpoint.save(tmp_path_factory.mktemp("site-model"), PolicyNet(schema.node_dim, schema.global_dim, hp.hidden),
-                           speed, schema, hp, {"deploy": "network"})
+    return DEFAULT_MODEL_DIR
 
 
 @pytest.fixture
@@ -52,3 +32,34 @@ def cli_env(monkeypatch) -> None:
     for key in [k for k in os.environ if k.startswith("SLURM_ADVISOR_")]:
         monkeypatch.delenv(key)
     _register()
+
+
+# -- small clusters, traces and recorded speed samples (the learned parts' tests) ---------------
+@pytest.fixture(scope="session")
+def small_nodes():
+    from small_cluster import make_nodes
+
+    return make_nodes(4)
+
+
+@pytest.fixture(scope="session")
+def small_jobs():
+    """Jobs of 1-16 workers on 32 GPUs: most span nodes, some queue."""
+    from slurm_advisor.traces.synthetic import synthetic_jobs
+
+    return synthetic_jobs(40, seed=5, mix="large", arrival_rate_per_h=1.0)
+
+
+@pytest.fixture(scope="session")
+def truth():
+    from slurm_advisor.speedmodels.contention import ContentionSpeedModel
+
+    return ContentionSpeedModel()
+
+
+@pytest.fixture(scope="session")
+def samples(small_nodes, small_jobs, truth):
+    """What the store would hold: speeds logged while three heuristics ran the trace."""
+    from slurm_advisor.experiments.experiment import record
+
+    return record(small_nodes, small_jobs, truth, ("slurm-default", "random", "spread"), seed=0)

@@ -24,7 +24,8 @@ VENV=.venv
 PY=$VENV/bin/python
 MODERN=${SLURM_ADVISOR_CI_MODERN:-trixie}
 # What runs against the newer Slurm: every test that talks to a real Slurm (-m slurm selects them)
-SLURM_TESTS=(tests/integration tests/hooks/test_job_submit_live.py tests/cluster/test_slurm_cli_live.py)
+SLURM_TESTS=(tests/integration tests/hooks/test_job_submit_live.py tests/cluster/test_slurm_cli_live.py
+             tests/test_site_install.py)  # its slurm-marked test: the README install on trixie
 
 step() { printf '== %s\n' "$*"; }
 

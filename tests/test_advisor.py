@@ -138,7 +138,7 @@ def test_in_advise_mode_a_hold_is_left_to_slurm_which_places_it_at_once() -> Non
 
 
 def test_a_warm_up_reaches_the_policy_through_a_gate_and_is_a_no_op_for_others() -> None:
-    from slurm_advisor.learned.policy_adapter import GatedPolicy
+    from slurm_advisor.policies.learned.adapter import GatedPolicy
 
     warmed = []
 
@@ -179,3 +179,24 @@ def test_self_check_refuses_a_policy_that_cannot_decide_and_passes_one_that_can(
     with pytest.raises(ValueError, match="no valid placement"):
         self_check(Fixed(None))
     self_check(SlurmDefaultPolicy())
+
+
+def test_in_enforce_mode_a_hold_is_a_cap_slurm_keeps_and_the_policy_is_not_asked_again() -> None:
+    """Played by caps=True: a hold with a node cap pends under the cap (as the daemon's 'cap'
+    action: -N 1-cap), and Slurm's own rule starts it within the cap once it fits there."""
+    from slurm_advisor.policies.base import Hold
+
+    wide = Job("w", "resnet50", 0, 4, Resources(), Resources(2, 1, 4_000), 10.0)  # 4 GPUs: both nodes now
+    policy = Fixed(Hold("waits for one node", max_nodes=1))
+    advisor = Advisor(policy, fallback=SlurmDefaultPolicy(), caps=True)
+    empty = ClusterSnapshot.empty((Node("n1", 8, 4, 32_000), Node("n2", 8, 2, 32_000)))
+    busy = empty.with_job(JOB, Placement.of(JOB, ["n1", "n1", "n1"]))  # n1: 2 GPUs left; 4 in all
+    first = advisor.advise(busy, wide, RNG)
+    assert first.placement is None and first.held and first.max_nodes == 1  # 4 GPUs on 1 node: not now
+    later = advisor.advise(empty, wide, RNG)
+    assert later.placement is not None and later.placement.nodes() == ("n1",) and later.fallback
+    assert policy.calls == 1  # decided once, at submission, as the daemon does
+    # a cap no node of the cluster can meet is never sent: the job is Slurm's, uncapped
+    never = Advisor(Fixed(Hold("waits", max_nodes=1)), fallback=SlurmDefaultPolicy(), caps=True)
+    advice = never.advise(ClusterSnapshot.empty(NODES), wide, RNG)
+    assert not advice.held and advice.placement is not None and len(advice.placement.nodes()) == 2

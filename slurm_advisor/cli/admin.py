@@ -126,12 +126,18 @@ def _model_dict(record) -> dict[str, Any] | None:
 
 
 def _slurm_line(d: dict[str, Any]) -> str:
-    """"slurm: 24.11.5 (read at start), topology block: 2 blocks over 4 nodes"."""
+    """"slurm: 24.11.5, topology block (pins within blocks, caps across them): b1 n[1-2], b2 n[3-4]"."""
     topo = d.get("topology") or {}
-    what = {"tree": f": {topo.get('switches')} leaf switches over {topo.get('nodes')} nodes",
-            "block": f": {topo.get('blocks')} blocks over {topo.get('nodes')} nodes"}.get(topo.get("plugin"), "")
+    parts = topo.get("blocks") or topo.get("switches") or []
+    named = ", ".join(f"{p.get('name')} {p.get('nodes')}" for p in parts[:_NAMED]) if isinstance(parts, list) else ""
+    more = f" and {len(parts) - _NAMED} more" if isinstance(parts, list) and len(parts) > _NAMED else ""
+    rule = f" ({topo['placement']})" if topo.get("placement") else ""
     return (f"slurm: {d.get('slurm_release') or 'release not read (22.05 modelled)'}, "
-            f"topology {topo.get('plugin', 'not read')}{what}")
+            f"topology {topo.get('plugin', 'not read')}{rule}{': ' + named + more if named else ''}")
+
+
+#: How many switches or blocks the plain status names (``--json`` lists them all).
+_NAMED = 8
 
 
 def _status_text(data: dict[str, Any]) -> str:
@@ -343,7 +349,7 @@ def _judge_of_decision(store, config: DaemonConfig, cluster: Path | None):
     """The judge with the speed model of the model that made each decision (registered, or the
     daemon's default); the active model's where that one is gone. One judge per model."""
     from slurm_advisor.cli.admin_explain import make_judge
-    from slurm_advisor.retrain.modelsdir import model_version
+    from slurm_advisor.models.versions import model_version
 
     nodes, judges, default = _nodes(config, cluster), {}, model_version(config.model)
 

@@ -25,7 +25,8 @@ def models() -> None:
 def list_models(db, config_file, as_json) -> None:
     """Every registered model, newest first, with the gate's verdict; last, the daemon's default
     model (its config's `model`, the packaged one unless set), active when none is promoted."""
-    from slurm_advisor.retrain.modelsdir import DEFAULT, PACKAGED_MODEL
+    from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
+    from slurm_advisor.models.versions import DEFAULT
     from slurm_advisor.retrain.promotion import gate_verdict
 
     config = _config(config_file, db=db)
@@ -34,7 +35,7 @@ def list_models(db, config_file, as_json) -> None:
     rows = [{**asdict(m), "gate": gate_verdict(m).label} for m in found]
     serving = not any(m.status == "active" for m in found)
     rows.append({"version": DEFAULT, "status": "active" if serving else "standby", "gate": None,
-                 "directory": str(config.model or PACKAGED_MODEL), "created_at": None, "promoted_at": None,
+                 "directory": str(config.model or DEFAULT_MODEL_DIR), "created_at": None, "promoted_at": None,
                  "retired_at": None, "samples": None, "live_samples": None, "metrics": {}})
     _emit(as_json, rows, lambda: views.table(
         ("version", "status", "gate", "created", "promoted", "retired", "samples", "live", "metrics"),
@@ -92,7 +93,7 @@ def export_weights(directories) -> None:
     """Write weights.npz into each model DIRECTORY (made before serving went torch-free): the
     weights the daemon serves without torch. Needs torch (pip install 'slurm-advisor[train]')."""
     try:
-        from slurm_advisor.learned import checkpoint
+        from slurm_advisor.training import checkpoint
     except ImportError as exc:
         raise InputError(f"models export reads the .pt files with torch, which is not installed ({exc}); "
                          "install it: pip install 'slurm-advisor[train]'") from None

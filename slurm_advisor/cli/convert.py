@@ -7,11 +7,11 @@ import click
 
 from slurm_advisor.cli.output import replaced_whole
 from slurm_advisor.domain import Job
-from slurm_advisor.sim.converters.gavel import gavel_jobs
-from slurm_advisor.sim.converters.philly import philly_jobs
-from slurm_advisor.sim.converters.pollux import pollux_jobs
-from slurm_advisor.sim.converters.synthetic import MIXES, synthetic_jobs
 from slurm_advisor.sim.trace import write_trace
+from slurm_advisor.traces.gavel import gavel_jobs
+from slurm_advisor.traces.philly import philly_jobs
+from slurm_advisor.traces.pollux import pollux_jobs
+from slurm_advisor.traces.synthetic import MIXES, synthetic_jobs
 
 _IN = click.Path(exists=True, dir_okay=False, path_type=Path)
 _OUT = click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),

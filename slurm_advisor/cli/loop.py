@@ -11,7 +11,7 @@ import click
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
-# Without --trace: the demo's workload (learned/demo.py) on fresh seeds no benchmark uses.
+# Without --trace: the demo's workload (experiments/demo.py) on fresh seeds no benchmark uses.
 GENERATED_SEED = 81
 
 
@@ -49,7 +49,7 @@ def loop(cluster, traces, cycles, jobs, speed_model, db, models_dir, mode, episo
     promoted. With no --cluster and no --trace it runs the embedded default: the shipped cluster
     and --cycles fresh traces of the demo's workload."""
     from slurm_advisor.cli.retrain import parse_hyper
-    from slurm_advisor.learned.demo import loaded_trace
+    from slurm_advisor.experiments.demo import loaded_trace
     from slurm_advisor.learned.hyper import Hyper
     from slurm_advisor.loop.driver import Loop, LoopSettings
     from slurm_advisor.sim.clusterfile import default_cluster, read_cluster

@@ -55,7 +55,8 @@ def simulate(cluster, trace, speed_model, policies, model_dir, record_to, sample
     try:
         with store.batched() if store else nullcontext() as record:
             results = compare(nodes, jobs, truth, names, seed=seed, model_dir=model_dir,
-                              recorder=record, sample_noise=sample_noise, holds=served_as == "enforce")
+                              recorder=record, sample_noise=sample_noise, holds=served_as == "enforce",
+                              caps=served_as == "enforce")
     finally:
         if store:
             store.close()

@@ -29,9 +29,9 @@ def train(db_url, cluster, trace, out, episodes, episode_jobs, seed, no_replay, 
     """Fit the speed model on recorded samples only, warm-start the policy, then train it by RL
     in the simulator with rewards from the fitted speed model (never the ground truth)."""
     from slurm_advisor.cli.inputs import read_inputs
+    from slurm_advisor.experiments.service import train_and_save
     from slurm_advisor.learned.hyper import Hyper
-    from slurm_advisor.learned.service import train_and_save
-    from slurm_advisor.learned.train import Ablation
+    from slurm_advisor.training.train import Ablation
 
     read_inputs(cluster, trace)  # a trace where no job fits is refused before any work
     hp = Hyper(seed=seed)

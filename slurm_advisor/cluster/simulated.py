@@ -17,7 +17,7 @@ import numpy as np
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, RunningJob
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.clusterfile import default_cluster, read_cluster
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+from slurm_advisor.traces.synthetic import synthetic_jobs
 
 #: fill() gives up after this many drawn jobs in a row that do not fit (the cluster is
 #: fragmented, or only jobs above the target are left).

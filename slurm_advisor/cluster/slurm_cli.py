@@ -2,8 +2,8 @@
 
 ``sinfo --json`` gives the nodes (on Slurm 23.02+, whose ``sinfo --json`` groups nodes, the
 source reads ``scontrol --json show nodes`` instead, once it has seen the grouped form),
-``squeue -O`` the running jobs (squeue_lines.py: 22.05's ``--json`` lists every job however filtered), ``scontrol show topology`` the leaf switches (under topology/block its
-blocks, which only ``topology`` reports: Slurm places inside blocks itself). Every command
+``squeue -O`` the running jobs (squeue_lines.py: 22.05's ``--json`` lists every job however filtered), ``scontrol show topology`` the leaf switches, or under topology/block its
+blocks (``blocks``: which pins Slurm takes there, slurm/blocks.py). Every command
 is an argument list run with a timeout and SLURM_CONF passed in its environment, never a shell.
 Parsing lives in :mod:`slurm_advisor.cluster.slurm_json`; :func:`build_snapshot` (pure) turns
 the readings into the domain's snapshot.
@@ -24,13 +24,14 @@ from slurm_advisor.cluster.slurm_json import (
     NodeReading,
     describe_topology,
     node_shares,
-    parse_blocks,
     parse_sinfo,
     parse_squeue,
     parse_topology,
+    read_blocks,
 )
 from slurm_advisor.cluster.squeue_lines import RUNNING, parse_running
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources, RunningJob
+from slurm_advisor.slurm.blocks import Blocks
 from slurm_advisor.slurm.marker import MarkerError, parse_marker
 
 __all__ = ["SlurmCliSource", "build_snapshot", "parse_sinfo", "parse_squeue", "parse_topology",
@@ -56,13 +57,15 @@ class SlurmCliSource:
             self.env["SLURM_CONF"] = str(slurm_conf)
         self._nodes_command = SINFO  # becomes SCONTROL_NODES once sinfo answers in groups
         self.topology: dict[str, Any] | None = None  # what the last reading found (describe_topology)
+        self.blocks: Blocks | None = None  # topology/block's blocks in that reading (the daemon takes the first)
 
     def snapshot(self) -> ClusterSnapshot:
         nodes = self._nodes()
         jobs = parse_running(self._text(RUNNING))
         text = self._topology()
         switches = parse_topology(text)
-        self.topology = describe_topology(switches, parse_blocks(text))
+        self.blocks = read_blocks(text)
+        self.topology = describe_topology(switches, self.blocks)
         return build_snapshot(nodes, jobs, switches, time.time())
 
     def _nodes(self) -> tuple[NodeReading, ...]:

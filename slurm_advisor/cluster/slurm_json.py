@@ -22,6 +22,7 @@ from typing import Any
 from slurm_advisor.cluster.base import SourceError
 from slurm_advisor.domain import Node, Resources
 from slurm_advisor.slurm import hostlist
+from slurm_advisor.slurm.blocks import Blocks
 
 #: Node states and flags in which Slurm starts nothing new on a node (either spelling of a
 #: release: 22.05 writes "MAINT" in sinfo's text but "MAINTENANCE" in JSON). UNKNOWN and
@@ -304,30 +305,27 @@ def parse_topology(output: str) -> dict[str, str]:
     return {node: name for node, (_, name) in best.items()}
 
 
-def parse_blocks(output: str) -> dict[str, str]:
-    """node -> its base block from ``scontrol show topology`` under topology/block (23.11+), whose
-    lines read ``BlockName=b1 BlockIndex=0 Nodes=n[1-2] BlockSize=2`` (``topology/block/
-    topology_block.c:_print_topo_record``, 24.11 and 26.05 alike); ``AggregatedBlock=`` lines
-    (blocks of blocks) and everything else are skipped; empty without topology/block."""
-    blocks: dict[str, str] = {}
-    for line in output.splitlines():
-        fields = dict(pair.partition("=")[::2] for pair in line.split())
-        if "BlockName" not in fields:
-            continue
-        if not fields["BlockName"]:
-            raise SourceError(f"scontrol show topology: bad block line {line.strip()!r}")
-        for node in expand_hostlist(fields.get("Nodes", "")):
-            blocks.setdefault(node, fields["BlockName"])
-    return blocks
+def read_blocks(output: str) -> Blocks | None:
+    """The base blocks in ``scontrol show topology`` under topology/block (23.11+; from
+    topology.conf or, on 25.05+, topology.yaml: printed alike), None without them
+    (``slurm/blocks.py``); SourceError naming a line that does not read."""
+    try:
+        return Blocks.parse(output)
+    except ValueError as exc:
+        raise SourceError(str(exc)) from None
 
 
-def describe_topology(switches: dict[str, str], blocks: dict[str, str]) -> dict[str, Any]:
-    """What the topology reading found, for ``status``: the plugin it shows (tree, block or none)
-    and how many leaf switches or base blocks hold how many nodes."""
+def describe_topology(switches: dict[str, str], blocks: Blocks | None) -> dict[str, Any]:
+    """What the topology reading found, for ``status``: the plugin it shows (tree, block or none),
+    each leaf switch or base block by name with its nodes, and how many nodes they hold."""
     if switches:
-        return {"plugin": "tree", "switches": len(set(switches.values())), "nodes": len(switches)}
-    if blocks:
-        return {"plugin": "block", "blocks": len(set(blocks.values())), "nodes": len(blocks)}
+        members: dict[str, list[str]] = {}
+        for node, switch in switches.items():
+            members.setdefault(switch, []).append(node)
+        return {"plugin": "tree", "nodes": len(switches),
+                "switches": [{"name": name, "nodes": hostlist.compress(nodes)} for name, nodes in members.items()]}
+    if blocks is not None:
+        return {**blocks.describe(), "nodes": len(blocks.block_of())}
     return {"plugin": "none"}
 
 

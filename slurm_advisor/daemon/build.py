@@ -20,8 +20,8 @@ from slurm_advisor.daemon.server import AdvisorServer
 from slurm_advisor.daemon.service import AdviceService
 from slurm_advisor.daemon.state import load_policy
 from slurm_advisor.errors import InputError
+from slurm_advisor.models.versions import model_version
 from slurm_advisor.policies import FROM_MODEL
-from slurm_advisor.retrain.modelsdir import model_version
 from slurm_advisor.slurm.release import DEFAULT, Release
 from slurm_advisor.store import Store
 
@@ -31,9 +31,9 @@ log = logging.getLogger("slurm_advisor.daemon")
 def build_daemon(config: DaemonConfig) -> Daemon:
     """The daemon from its configuration; InputError for anything a user can fix."""
     from slurm_advisor.cluster import make_source
+    from slurm_advisor.models.versions import active_dir
     from slurm_advisor.policies import PolicyContext, make_policy
     from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
-    from slurm_advisor.retrain.modelsdir import active_dir
     from slurm_advisor.slurm.expressible import express
 
     source = _make_source(config, make_source)
@@ -58,12 +58,16 @@ def build_daemon(config: DaemonConfig) -> Daemon:
         (model.name if model != config.model else model_version(model))
     snapshot = source.snapshot()
     show_config = _show_config(queue)
+    # topology/block's blocks, read once here like the release: from scontrol show topology,
+    # which prints them whether topology.conf or topology.yaml (26.05: TopologyPlugin says
+    # topology/flat then) holds them. The config's plugin alone, with no blocks read: caps only.
+    blocks = getattr(source, "blocks", None)
     service = AdviceService(Advisor(policy, fallback=fallback),
                             express if release is None else partial(express, release=release),
                             model_version=version, model_problem=problem, release=release,
                             has_switches=any(n.switch for n in snapshot.nodes), hold_wait_s=config.hold_wait_s,
-                            pins=not block_topology(show_config), default_partition=_default_partition(queue),
-                            max_tasks=config.max_tasks)
+                            pins=blocks is not None or not block_topology(show_config), blocks=blocks,
+                            default_partition=_default_partition(queue), max_tasks=config.max_tasks)
     store = Store.open(config.db)
     daemon = Daemon(config, source, queue, service, store, _jobcomp(show_config))
     daemon.state.counters.model_reload_failures += problem is not None

@@ -251,6 +251,19 @@ class Daemon:
         age = self.state.snapshot_age_s()
         return {"ok": True, "mode": self.state.mode, "snapshot_age_s": None if age is None else round(age, 3)}
 
+    def _topology(self) -> dict[str, Any] | None:
+        """The topology the source read last, with the blocks the advice follows (read at start)
+        and how it sends a placement there: pins, pins in segments across blocks, or caps."""
+        topo = getattr(self.source, "topology", None)
+        service = self.service
+        if service.blocks is None and service.pins:
+            return topo
+        rule = "caps: the blocks were not read" if not service.pins else (
+            "pins within blocks, segments across them" if service.release and service.release.hook_sets_segment_size
+            else "pins within blocks, caps across them")
+        believed = service.blocks.describe() if service.blocks is not None else {"plugin": "block"}
+        return {**(topo or {}), **believed, "placement": rule}
+
     def status(self) -> dict[str, Any]:
         snap = self.state.snapshot()
         return {**self.health(), **self.mode_keeper.info(), "policy": self.service.advisor.policy.name,
@@ -259,7 +272,7 @@ class Daemon:
                 "canary_share": self.service.canary and self.service.canary.share,
                 "source": self.source.name,
                 "slurm_release": None if self.service.release is None else str(self.service.release),
-                "topology": getattr(self.source, "topology", None),
+                "topology": self._topology(),
                 "nodes": 0 if snap is None else len(snap.nodes), "claims": len(self.state.claims),
                 "uptime_s": round(time.time() - self.state.started_at, 1),
                 "decisions_written": self.writer.written, "decisions_dropped": self.writer.dropped,

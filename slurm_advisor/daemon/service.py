@@ -12,6 +12,10 @@ job, and applies the mode:
 - **enforce**: as advise, and a hold becomes ``cap``: a node-count cap (``max_nodes``) and, on a
   cluster with switches, ``--switches=1@hold_wait_s``, so Slurm itself bounds the wait.
 
+**Under topology/block** (``blocks``, read at start) a placement is pinned only where Slurm's
+blocks take the pin; across blocks it goes as segments where the release's hook can set
+``segment_size`` (26.05+), else as a node-count cap (``slurm/blocks.py``).
+
 **Slurm's own choice is not pinned.** When the placement to pin is exactly what select/cons_tres
 gives the user's unmodified request on the same snapshot (:func:`slurms_choice`: the same nodes,
 the same PS and worker tasks on each), pinning would buy nothing and cost the pin's own rules
@@ -46,11 +50,12 @@ from typing import Any
 
 import numpy as np
 
-from slurm_advisor.advisor import Advice, Advisor, allowed
+from slurm_advisor.advisor import Advice, Advisor, allowed, cap_feasible
 from slurm_advisor.daemon.protocol import ProtocolError, format_layout
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
 from slurm_advisor.domain.decision import LEFT_TO_SLURM, Decision
 from slurm_advisor.slurm import hostlist
+from slurm_advisor.slurm.blocks import Blocks
 from slurm_advisor.slurm.cons_tres import select
 from slurm_advisor.slurm.marker import MAX_TASKS, MarkerError
 from slurm_advisor.slurm.release import DEFAULT, Release
@@ -59,6 +64,7 @@ from slurm_advisor.slurm.request import Mismatch, Submission, read
 Express = Callable[[ClusterSnapshot, Job, Placement], Placement | None]
 SLURMS_CHOICE = "slurm's own choice: not pinned, Slurm places it there itself"
 NOT_EXPRESSIBLE = "Slurm cannot lay the advised nodes out for this job now"
+BLOCKS = "topology/block"
 
 
 class DecisionIds:
@@ -117,7 +123,7 @@ class AdviceService:
     def __init__(self, advisor: Advisor, express: Express, *, model_version: str | None = None,
                  has_switches: bool = False, hold_wait_s: float = 600.0, pins: bool = True,
                  default_partition: str | None = None, model_problem: str | None = None, seed: int = 0,
-                 max_tasks: int = MAX_TASKS, release: Release | None = None):
+                 max_tasks: int = MAX_TASKS, release: Release | None = None, blocks: Blocks | None = None):
         self.advisor = advisor
         self.release = release  # the Slurm release read at start (None: not read, 22.05 modelled)
         self.max_tasks = max_tasks  # the site's bound on one job's tasks (config max_tasks)
@@ -129,6 +135,9 @@ class AdviceService:
         # topology wins and the job gets no allocation): a placement is then sent as a node-count
         # cap, Slurm picks the nodes inside its blocks.
         self.pins = pins
+        # topology/block's blocks read at start (None: no topology/block): a pin goes where the
+        # blocks allow it, in segments where the release's hook can set them, else as a cap.
+        self.blocks = blocks
         self.express = express
         self.model_version = model_version
         self.has_switches = has_switches
@@ -158,15 +167,15 @@ class AdviceService:
         advice = Advice(job.id, None, advisor.policy.name, reason=left) if left else \
             advisor.advise(snapshot, job, rng or self._rng)
         view = allowed(snapshot, job)  # what the advice was made on
-        own = advice.placement is not None and self.pins and not sub.unpinnable and \
+        own = advice.placement is not None and self.pins and self.blocks is None and not sub.unpinnable and \
             slurms_choice(view, job, advice.placement, topology=self.has_switches, release=self.release or DEFAULT)
         placement, reason = (advice.placement, "") if own else self._expressed(view, job, advice, sub)
         layout = _layout(placement)
         action = "observe" if own else self._action(mode, placement, advice, snapshot, job)
-        cap_nodes = advice.max_nodes
-        if action == "place" and not self.pins:
-            action, cap_nodes = "cap", len(placement.nodes())
-        reason = "; ".join(r for r in (left or reason or advice.reason, SLURMS_CHOICE if own else "") if r)
+        cap_nodes, segment, why = advice.max_nodes, None, ""
+        if action == "place":
+            action, cap_nodes, segment, why = self._pin_or_cap(placement, cap_nodes)
+        reason = "; ".join(r for r in (left or reason or advice.reason, why, SLURMS_CHOICE if own else "") if r)
         if action == "observe" and not own and mode != "observe" and not sub.unmodelled:
             reason = f"{LEFT_TO_SLURM}: {reason or 'no placement to advise'}"
         reply: dict[str, Any] = {"ok": True, "decision": decision_id, "mode": mode, "action": action,
@@ -175,6 +184,8 @@ class AdviceService:
             nodes = sorted(placement.nodes(), key=snapshot.index)
             reply.update(nodes=hostlist.compress(nodes), min_nodes=len(nodes), max_nodes=len(nodes),
                          num_tasks=job.num_tasks, layout=format_layout(layout))
+            if segment is not None:
+                reply["segment_size"] = segment
         elif action == "cap":
             held = advice.held
             reply.update(max_nodes=cap_nodes, switches=1 if self.has_switches and held else None,
@@ -189,6 +200,22 @@ class AdviceService:
         # would, so that a burst's later decisions see its earlier ones.
         claimed = action == "place" or own or (mode == "observe" and placement is not None and not left)
         return reply, decision, job, placement if claimed else None
+
+    def _pin_or_cap(self, placement: Placement, cap: int | None) -> tuple[str, int | None, int | None, str]:
+        """(action, node cap, segment size, why) for a placement to pin: a pin where Slurm takes
+        one (no topology/block, or nodes its blocks allow), a pin in segments where the release's
+        hook can set them and they fit the blocks, else a node-count cap: Slurm refuses at
+        submission a pin its blocks do not allow, and picks a cap's nodes inside its blocks."""
+        nodes = placement.nodes()
+        if not self.pins:
+            return "cap", len(nodes), None, ""
+        if self.blocks is None or self.blocks.allows(nodes):
+            return "place", cap, None, ""
+        if self.release is not None and self.release.hook_sets_segment_size:
+            size = self.blocks.segment(nodes)
+            if size is not None:
+                return "place", cap, size, f"{BLOCKS}: pinned in segments of {size} node(s), each in one block"
+        return "cap", len(nodes), None, f"{BLOCKS}: the nodes span blocks, so a node-count cap, not a pin"
 
     def _in_partition(self, snapshot: ClusterSnapshot, job: Job, sub: Submission,
                       partition: Any) -> tuple[Job, str]:
@@ -247,7 +274,7 @@ class AdviceService:
             return "observe"  # the hook only stamps the decision id, so outcomes link back to it
         if placement is not None:
             return "place"
-        if mode == "enforce" and advice.held and advice.max_nodes and _cap_feasible(snapshot, job, advice.max_nodes):
+        if mode == "enforce" and advice.held and advice.max_nodes and cap_feasible(snapshot, job, advice.max_nodes):
             return "cap"
         return "observe"  # left to Slurm as submitted, stamped: the decision links to its outcome
 
@@ -269,19 +296,6 @@ def slurms_choice(snapshot: ClusterSnapshot, job: Job, placement: Placement, *, 
     min_nodes, max_nodes = (1, None) if request is None else (request.min_nodes, request.max_nodes)
     slurm = select(snapshot, job, topology=topology, min_nodes=min_nodes, max_nodes=max_nodes, release=release)
     return slurm is not None and sorted(slurm.per_node()) == sorted(placement.per_node())
-
-
-def _cap_feasible(snapshot: ClusterSnapshot, job: Job, max_nodes: int) -> bool:
-    """Whether a node-count cap keeps inside the job's own request and lets it fit in ``max_nodes``
-    nodes of the empty cluster. Slurm rejects at submission a job whose node cap no node
-    configuration can meet ("Requested node configuration is not available"), and one below its
-    own minimum: a cap the job can never meet would cost the user the job."""
-    request = job.request
-    if request is not None and (max_nodes < request.min_nodes or request.narrows()
-                                or (request.max_nodes is not None and max_nodes > request.max_nodes)):
-        return False  # a cap outside the user's own -N range narrows or widens what they asked
-    empty = allowed(ClusterSnapshot.empty(snapshot.nodes), job)  # its partition, features, -x
-    return select(empty, job, max_nodes=max_nodes) is not None
 
 
 def _layout(placement: Placement | None) -> list[tuple[str, str]]:

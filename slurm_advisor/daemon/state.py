@@ -260,7 +260,7 @@ class ModelFollower:
 
     def check(self) -> bool:
         """Whether a new model was swapped in (the canary's comings and goings aside)."""
-        from slurm_advisor.retrain.modelsdir import DEFAULT, active_version
+        from slurm_advisor.models.versions import DEFAULT, active_version
 
         target = active_version(self.models_dir)
         if target == DEFAULT:
@@ -274,7 +274,7 @@ class ModelFollower:
     def _follow_canary(self) -> None:
         """Serve ``models_dir/canary`` to its share of the decisions while it exists; count how it ended."""
         from slurm_advisor.daemon.service import Canary
-        from slurm_advisor.retrain.modelsdir import canary_version
+        from slurm_advisor.models.versions import canary_version
 
         target = canary_version(self.models_dir) if self.canary_share > 0 else None
         current = self.service.canary
@@ -303,7 +303,7 @@ class ModelFollower:
         log.info("canary %s serves %.0f %% of the marked jobs", target, 100 * self.canary_share)
 
     def _default(self) -> str:
-        from slurm_advisor.retrain.modelsdir import model_version
+        from slurm_advisor.models.versions import model_version
 
         if self._default_version is None:
             self._default_version = model_version(self._default_model)

@@ -23,7 +23,7 @@ class Hyper:
     warm_episodes: int = 3           # heuristic episodes to imitate
     warm_epochs: int = 30            # passes over the imitation data
     warm_lr: float = 5e-3            # DL2's supervised learning rate
-    # distilling the search (DAgger, learned/distill.py)
+    # distilling the search (DAgger, training/distill.py)
     dagger_rounds: int = 4           # roll-in episodes labelled by the search (0: no distillation)
     dagger_beta: float = 0.5         # round r follows the search with probability beta^r, else the network
     dagger_epochs: int = 8           # passes over all labels so far after each round

@@ -6,9 +6,8 @@ Both give the same float32 values (float16 on disk is upcast exactly as torch's 
 so the policy's placements do not depend on where its weights came from.
 
 * ``NumpyScorer``: the policy network's actor (``policy_net.PolicyNet``), one decision at a time;
-* ``mlp_layers`` / ``mlp_forward``: any ``nn.Sequential`` of Linear and ReLU (the legacy MLP speed
-  model, ``speed_model.SpeedNet``, is one);
-* ``NumpySiteNet``: the site speed ensemble (``site_net.SiteSpeedNet``), every member at once.
+* ``mlp_layers`` / ``mlp_forward``: any ``nn.Sequential`` of Linear and ReLU (the policy's layers);
+* ``NumpySiteNet``: the site speed ensemble (``learned.speed.net.SiteSpeedNet``), every member at once.
 """
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from slurm_advisor.learned import site_features as F
+from slurm_advisor.learned.speed import features as F
 
 Layers = list[tuple[np.ndarray, np.ndarray]]  # (weight [in, out], bias [out]) per Linear
 
@@ -28,7 +27,7 @@ class HasState(Protocol):
 
 Weights = HasState | Mapping[str, np.ndarray]  # a torch module, or its state_dict's arrays
 
-# site_net's parameter layout (site_net imports torch, so the indices are repeated here; a test
+# speed.net's parameter layout (it imports torch, so the indices are repeated here; a test
 # checks that both agree)
 C, V, U, SENS, PRESS, BETA, SENS_PS = range(7)
 A_C, A_M, RHO, X_SW, X_UP, W_CPU, W_GPU, W_OWN, KAPPA, GAMMA, PS_RATIO, BUSY, RACK_C, RACK_U = range(14)

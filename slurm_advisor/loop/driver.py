@@ -37,9 +37,9 @@ from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.loop.hook import DaemonPolicy, as_submitted
 from slurm_advisor.loop.site import LoopQueue, LoopSource
 from slurm_advisor.loop.timeline import Phase, Timeline, replay
+from slurm_advisor.models import versions
+from slurm_advisor.models.versions import model_version
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
-from slurm_advisor.retrain import modelsdir
-from slurm_advisor.retrain.modelsdir import model_version
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.runner import build_advisor
 from slurm_advisor.slurm.expressible import express
@@ -151,7 +151,7 @@ class Loop:
         self._check_fresh()
 
     def _check_fresh(self) -> None:
-        if modelsdir.active_version(self.models_dir) is not None:
+        if versions.active_version(self.models_dir) is not None:
             raise InputError(f"{self.models_dir} already has an active model; the loop starts from none: "
                              "give it an empty or new --models-dir")
         with Store.open(self.db) as store:

@@ -47,6 +47,9 @@ def hook_fields(job: Job, uid: int) -> dict[str, Any]:
         marker += f" model_mb={job.model_size_mb:g}"
     if job.batch_size:
         marker += f" batch={job.batch_size}"
+    # As the quickstart's users declare their runs: without iters= the daemon knows nothing of a
+    # running job's remaining work (1 iteration), so the search sees no cost in slowing it.
+    marker += f" iters={job.iterations:g}"
     return {"comment": marker, "name": f"loop-{job.id}", "user_id": uid, "partition": None,
             "num_tasks": job.num_tasks, "cpus_per_task": d.cpus, "pn_min_memory": d.mem_mb // d.cpus or None,
             "mem_per_cpu": True, "tres_per_task": f"gres:gpu:{d.gpus}" if d.gpus else None, "tres_per_node": None,

@@ -3,49 +3,102 @@
 Every flaw a user can cause (a missing or unreadable file, a malformed field) is one
 :class:`InputError` naming the file and the field. The metadata carries the feature schema
 version and job-type vocabulary; a model made for another schema is refused with a message that
-says which versions differ. The speed model is of one of two kinds: the site's structured
-ensemble (``speed_kind: "site"``, its own vocabulary under ``speed_vocab``, ``speed_members``,
-``speed_resid``) or, without ``speed_kind`` (the shipped default, any model trained before), the
-MLP on the policy's feature schema.
+says which versions differ. The speed model is the site's structured ensemble (``speed_kind:
+"site"``, its own vocabulary under ``speed_vocab``, ``speed_members``, ``speed_resid``); a model
+of the legacy MLP kind (no ``speed_kind``) is refused with the command that replaces it.
 """
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Collection
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from slurm_advisor.errors import InputError
-from slurm_advisor.learned import site_features
-from slurm_advisor.learned.features import SCHEMA_VERSION, FeatureSchema
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.learned.vocab import TypeVocab
+from slurm_advisor.learned.policy.features import SCHEMA_VERSION, FeatureSchema
+from slurm_advisor.learned.speed import features as site_features
+from slurm_advisor.learned.speed.vocab import TypeVocab
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "data" / "model"
 
 
 @dataclass(frozen=True)
+class Deployment:
+    """What a model serves as: its network, the search or a baseline heuristic, holding jobs
+    whose predicted speed falls below ``patience`` of alone (0: never)."""
+
+    deploy: str = "network"
+    patience: float = 0.0
+
+
+@dataclass(frozen=True)
 class ModelMeta:
-    meta: dict                      # meta.json as read
+    """meta.json, validated: the typed fields every reader uses, and ``meta``, the whole record
+    as read (the training report beside them: curves, validation scores, what made it)."""
+
+    meta: dict
     schema: FeatureSchema
     hyper: Hyper
-    speed_vocab: TypeVocab | None   # the site model's own vocabulary (None: an MLP speed model)
+    speed_vocab: TypeVocab          # the site model's own vocabulary
     speed_resid: int                # the site model's residual inputs
+    speed_members: int
+    deployment: Deployment
+    # what `learned-fast` deploys where ``deployment`` is the search: the gate's pick without it
+    # (a model trained before that was recorded: its plain teacher)
+    fast_deployment: Deployment
 
-    @property
-    def speed_members(self) -> int:
-        return self.meta["speed_members"]
+
+def write(directory: Path, schema: FeatureSchema, hyper: Hyper, speed: dict, report: dict) -> Path:
+    """meta.json of a model: its schema, hyperparameters and speed model's architecture
+    (``speed``: speed_kind, speed_vocab, speed_members, speed_resid) beside the training
+    ``report`` (deploy, patience, fast_deploy and what training measured). Read back and
+    validated before it is left in place, so no writer can leave a record ``read`` refuses."""
+    path = Path(directory) / "meta.json"
+    record = {"schema_version": schema.version, "types": list(schema.types), "hyper": hyper.to_dict(),
+              **report, **speed}
+    tmp = path.with_name(".meta.json.tmp")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    read(Path(directory))
+    return path
 
 
-def read(directory: Path) -> ModelMeta:
-    """The validated meta.json of the model in ``directory``."""
+def annotate(directory: Path, **fields: object) -> Path:
+    """Add report fields (``made_by``, ...) to a model's meta.json, the architecture untouched."""
+    current = read(Path(directory))
+    clash = {"schema_version", "types", "hyper", "speed_kind", "speed_vocab", "speed_members", "speed_resid"} & set(fields)
+    if clash:
+        raise ValueError(f"annotate cannot change {sorted(clash)}")
+    speed = {k: current.meta[k] for k in ("speed_kind", "speed_vocab", "speed_members", "speed_resid")
+             if k in current.meta}
+    report = {k: v for k, v in current.meta.items()
+              if k not in {"schema_version", "types", "hyper", *speed}}
+    return write(directory, current.schema, current.hyper, speed, {**report, **fields})
+
+
+def read(directory: Path, baselines: Collection[str] | None = None) -> ModelMeta:
+    """The validated meta.json of the model in ``directory``. ``baselines``: the heuristics a model
+    may deploy (the policies registry's ``BASELINES``, given by whoever turns the model into a
+    policy); None: only the form of 'deploy' is checked (reading a model for what it says)."""
     meta_path = directory / "meta.json"
     meta = _read_meta(directory, meta_path)
     schema = FeatureSchema(_types(meta_path, meta))
     hyper = _hyper(meta_path, meta.get("hyper", {}))
-    _deployment(meta_path, meta)
+    _deployment(meta_path, meta, baselines)
     vocab = _speed_vocab(meta_path, meta)
-    resid = _speed_resid(meta_path, meta) if vocab is not None else site_features.N_RESID
-    return ModelMeta(meta, schema, hyper, vocab, resid)
+    resid = _speed_resid(meta_path, meta)
+    return ModelMeta(meta, schema, hyper, vocab, resid, meta["speed_members"], *deployments(meta))
+
+
+def deployments(meta: dict) -> tuple[Deployment, Deployment]:
+    """(deployment, fast deployment) of a validated record (``ModelMeta.meta``)."""
+    deployed = Deployment(meta.get("deploy", "network"), float(meta.get("patience", 0.0)))
+    if deployed.deploy != "search":
+        return deployed, deployed
+    fast = meta.get("fast_deploy") or {"deploy": meta.get("teacher", "slurm-default")}
+    return deployed, Deployment(fast["deploy"], float(fast.get("patience", 0.0)))
 
 
 def _speed_resid(meta_path: Path, meta: dict) -> int:
@@ -57,13 +110,15 @@ def _speed_resid(meta_path: Path, meta: dict) -> int:
     return n
 
 
-def _speed_vocab(meta_path: Path, meta: dict) -> TypeVocab | None:
-    """The site speed model's vocabulary, or None for a checkpoint of the older MLP kind."""
+def _speed_vocab(meta_path: Path, meta: dict) -> TypeVocab:
+    """The site speed model's vocabulary."""
     kind = meta.get("speed_kind")
-    if kind is None:
-        return None
+    if kind is None:  # saved before the site ensemble replaced the MLP speed model
+        raise InputError(f"{meta_path}: field 'speed_kind' is missing: the model has the legacy MLP speed model, "
+                         "which this slurm-advisor no longer reads; train a new one with `slurm-advisor train` "
+                         "(or `slurm-advisor retrain` on a site's store)")
     if kind != "site":
-        raise InputError(f"{meta_path}: field 'speed_kind' must be \"site\" or absent, got {kind!r}")
+        raise InputError(f"{meta_path}: field 'speed_kind' must be \"site\", got {kind!r}")
     members = meta.get("speed_members")
     if isinstance(members, bool) or not isinstance(members, int) or members < 1:
         raise InputError(f"{meta_path}: field 'speed_members' must be a positive integer, got {members!r}")
@@ -134,21 +189,29 @@ def _number(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _deployment(meta_path: Path, meta: dict) -> None:
+def _deployment(meta_path: Path, meta: dict, baselines: Collection[str] | None) -> None:
     """'deploy' (the network, the search or a baseline heuristic) and 'patience' (a share in [0, 1])."""
-    from slurm_advisor.policies import BASELINES
-
     deploy = meta.get("deploy", "network")
-    if deploy not in ("network", "search", *BASELINES):
-        raise InputError(f"{meta_path}: field 'deploy' must be one of network, search, {', '.join(BASELINES)}; "
+    if not _deployable(deploy, ("network", "search"), baselines):
+        raise InputError(f"{meta_path}: field 'deploy' must be one of network, search, {_names(baselines)}; "
                          f"got {deploy!r}")
     _patience(meta_path, "patience", meta.get("patience", 0.0))
     fast = meta.get("fast_deploy")  # optional: models trained before it have none (learned-fast: the teacher)
     if fast is not None:
-        if not isinstance(fast, dict) or fast.get("deploy") not in ("network", *BASELINES):
+        if not isinstance(fast, dict) or not _deployable(fast.get("deploy"), ("network",), baselines):
             raise InputError(f"{meta_path}: field 'fast_deploy' must be an object whose 'deploy' is one of "
-                             f"network, {', '.join(BASELINES)} (not the search); got {fast!r}")
+                             f"network, {_names(baselines)} (not the search); got {fast!r}")
         _patience(meta_path, "fast_deploy.patience", fast.get("patience", 0.0))
+
+
+def _deployable(name: object, ours: tuple[str, ...], baselines: Collection[str] | None) -> bool:
+    if baselines is None:  # any heuristic's name: a non-empty string other than the search
+        return name in ours or (isinstance(name, str) and bool(name) and name not in ("network", "search"))
+    return name in ours or name in baselines
+
+
+def _names(baselines: Collection[str] | None) -> str:
+    return ", ".join(baselines) if baselines is not None else "a baseline heuristic's name"
 
 
 def _patience(meta_path: Path, field: str, patience: object) -> None:

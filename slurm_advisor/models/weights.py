@@ -1,6 +1,6 @@
 """A model's weights as numpy arrays: ``weights.npz`` beside ``policy.pt`` and ``speed.pt``.
 
-Training writes both (``learned.checkpoint.save``); serving reads only this file, so the daemon,
+Training writes both (``training.checkpoint.save``); serving reads only this file, so the daemon,
 the hook's answers, ``explain`` and the search run without torch. The arrays are the networks'
 state_dicts under ``policy/`` and ``speed/``, in the precision the .pt files hold (float16, the
 site ensemble float32): loaded as float32 they are the values torch computes with, to the bit.
@@ -24,7 +24,7 @@ from slurm_advisor.models.meta import ModelMeta
 
 WEIGHTS_FILE = "weights.npz"
 FORMAT = 1
-N_SLOT_PARAMS, N_GLOBAL, _TERMS = 7, 14, 3  # as learned/site_net.py
+N_SLOT_PARAMS, N_GLOBAL, _TERMS = 7, 14, 3  # as learned/speed/net.py
 
 
 def write(directory: Path, policy: Mapping[str, np.ndarray], speed: Mapping[str, np.ndarray]) -> Path:
@@ -49,7 +49,7 @@ def read(directory: Path, meta: ModelMeta) -> tuple[dict[str, np.ndarray], dict[
     naming the file for anything wrong."""
     path = Path(directory) / WEIGHTS_FILE
     if not path.is_file():
-        return _converted(directory, path)
+        return _converted(directory, path, meta)
     try:
         with np.load(path, allow_pickle=False) as npz:
             raw = {k: npz[k] for k in npz.files}
@@ -95,11 +95,8 @@ def policy_shapes(meta: ModelMeta) -> dict[str, tuple]:
 
 
 def speed_shapes(meta: ModelMeta) -> dict[str, tuple]:
-    """The speed model's state_dict shapes: ``site_net.SiteSpeedNet`` or ``speed_model.SpeedNet``."""
+    """The speed model's state_dict shapes: ``learned.speed.net.SiteSpeedNet``'s."""
     h, vocab = meta.hyper.speed_hidden, meta.speed_vocab
-    if vocab is None:
-        return {**_linear("body.0", meta.schema.sample_dim, h), **_linear("body.2", h, h), **_linear("body.4", h, 1),
-                "log_lo": (), "log_hi": ()}
     m, n = meta.speed_members, vocab.n_slots
     d_in = meta.speed_resid + n + 1 + _TERMS
     return {"slot_params": (m, n, N_SLOT_PARAMS), "node_pace": (m, vocab.n_node_slots - 1),
@@ -107,7 +104,7 @@ def speed_shapes(meta: ModelMeta) -> dict[str, tuple]:
             "w3": (m, h, 1), "b3": (m, 1, 1), "prior_ref": (n, 2), "solo": (n,), "log_lo": (), "log_hi": ()}
 
 
-def _converted(directory: Path, path: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def _converted(directory: Path, path: Path, meta: ModelMeta) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """A model without ``weights.npz``: its .pt files converted in memory where torch is installed
     (the directory is left as it is: a published version never changes), else a clear error."""
     try:
@@ -116,9 +113,9 @@ def _converted(directory: Path, path: Path) -> tuple[dict[str, np.ndarray], dict
         raise InputError(f"{path}: missing (the model was saved before serving went torch-free); "
                          f"export it once where torch is installed: `slurm-advisor models export {directory}`"
                          ) from None
-    from slurm_advisor.learned import checkpoint
     from slurm_advisor.learned.numpy_nets import arrays_of
+    from slurm_advisor.models import torch_files
 
-    ckpt = checkpoint.load(directory)
-    return arrays_of(ckpt.policy), arrays_of(ckpt.speed)
+    policy, speed = torch_files.networks(directory, meta)
+    return arrays_of(policy), arrays_of(speed)
 

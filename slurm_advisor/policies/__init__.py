@@ -66,17 +66,17 @@ def _oracle(ctx: PolicyContext) -> Policy:
 
 
 def _learned(ctx: PolicyContext) -> Policy:
-    from slurm_advisor.learned.policy_adapter import load_learned_policy
+    from slurm_advisor.policies.learned.adapter import load_learned_policy
     return load_learned_policy(ctx.model_dir)
 
 
 def _learned_fast(ctx: PolicyContext) -> Policy:
-    from slurm_advisor.learned.policy_adapter import load_learned_policy
+    from slurm_advisor.policies.learned.adapter import load_learned_policy
     return load_learned_policy(ctx.model_dir, fast=True)
 
 
 def _search(ctx: PolicyContext) -> Policy:
-    from slurm_advisor.learned.policy_adapter import load_search_policy
+    from slurm_advisor.policies.learned.adapter import load_search_policy
     return load_search_policy(ctx.model_dir)
 
 

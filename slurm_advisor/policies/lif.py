@@ -32,8 +32,8 @@ import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, SpeedSample, TaskAssignment
 from slurm_advisor.errors import InputError
-from slurm_advisor.learned.load_index import LoadIndex
 from slurm_advisor.policies.base import free_shares
+from slurm_advisor.policies.load_index import LoadIndex
 
 PROFILE_FILE = "lif_profile.json"
 FORMAT = "slurm-advisor lif profile"

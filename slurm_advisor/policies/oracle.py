@@ -10,13 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, RunningJob
+from slurm_advisor.policies.isolated import IsolatedSpeeds
 from slurm_advisor.policies.pack import PackPolicy
 from slurm_advisor.policies.random_fit import RandomPolicy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.policies.spread import SpreadPolicy
 from slurm_advisor.policies.tetris import TetrisPolicy
 from slurm_advisor.speedmodels.base import SpeedModel
-from slurm_advisor.speedmodels.isolated import IsolatedSpeeds
 
 
 class OraclePolicy:

@@ -11,7 +11,7 @@ import json
 import time
 from pathlib import Path
 
-from slurm_advisor.retrain import modelsdir
+from slurm_advisor.models import versions
 from slurm_advisor.retrain.canary import CanaryRules, Verdict, judge_canary, watch_active
 from slurm_advisor.retrain.lock import RetrainLock
 from slurm_advisor.retrain.promotion import rollback
@@ -29,8 +29,8 @@ def run_canary(store, models_dir: Path, rules: CanaryRules, log) -> dict:
         data = (store.load_decisions(limit=DECISIONS_READ), store.load_reports(), store.load_outcomes())
         if canary is not None:
             return _decide_canary(store, models_dir, canary, active, data, rules, log)
-        if modelsdir.canary_version(models_dir) is not None:  # promoted or retired by hand: the pointer follows
-            modelsdir.point_canary(models_dir, None)
+        if versions.canary_version(models_dir) is not None:  # promoted or retired by hand: the pointer follows
+            versions.point_canary(models_dir, None)
         if active is None or active.promoted_at is None:
             return {"judged": None, "state": "idle", "reason": "no canary runs and no model is promoted"}
         verdict = watch_active(*data, active.version, active.promoted_at, rules)
@@ -43,20 +43,20 @@ def run_canary(store, models_dir: Path, rules: CanaryRules, log) -> dict:
 
 
 def _decide_canary(store, models_dir: Path, canary, active, data, rules: CanaryRules, log) -> dict:
-    if modelsdir.canary_version(models_dir) != canary.version:  # a crash between registry and pointer
-        modelsdir.point_canary(models_dir, canary.version)
+    if versions.canary_version(models_dir) != canary.version:  # a crash between registry and pointer
+        versions.point_canary(models_dir, canary.version)
     verdict = judge_canary(*data, canary.version, active and active.version, canary.promoted_at or canary.created_at,
                            rules)
     summary = {"judged": canary.version, "against": active.version if active else "the default model",
                **verdict.to_dict()}
     if verdict.state == "promote":
         store.activate(canary.version, "canary", note=verdict.reason)
-        modelsdir.point_active(models_dir, canary.version)
-        modelsdir.point_canary(models_dir, None)
+        versions.point_active(models_dir, canary.version)
+        versions.point_canary(models_dir, None)
         log(f"canary {canary.version} promoted: {verdict.reason}")
     elif verdict.state == "rollback":
         store.set_model_status(canary.version, "retired")
-        modelsdir.point_canary(models_dir, None)
+        versions.point_canary(models_dir, None)
         log(f"canary {canary.version} rolled back: {verdict.reason}")
     if verdict.state != "waiting":
         _record(Path(canary.directory), verdict)

@@ -13,13 +13,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from slurm_advisor.domain import Job, Node, SpeedSample
-from slurm_advisor.learned import checkpoint
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.learned.site_speed import fit_site_model
-from slurm_advisor.learned.train import avg_jct
+from slurm_advisor.learned.speed.fit import fit_site_model
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.runner import build_advisor
 from slurm_advisor.speedmodels import load_speed_model
+from slurm_advisor.training import checkpoint
+from slurm_advisor.training.train import avg_jct
 
 JUDGE_MIN_SAMPLES = 100
 _JUDGE_SEED_OFFSET = 7  # the judge's fit differs from the candidate's even on similar data
@@ -58,5 +58,5 @@ def replay_jct(nodes: Sequence[Node], jobs: Sequence[Job], judge: Judge, model_d
     (with slurm-default as its fallback; ``holds`` False: in advise mode, where a hold is left to
     Slurm), or slurm-default itself when ``model_dir`` is None."""
     name = "slurm-default" if model_dir is None else "learned"
-    advisor = build_advisor(name, judge.model, model_dir, holds=holds)
+    advisor = build_advisor(name, judge.model, model_dir, holds=holds, caps=holds)  # enforce: a hold is a cap
     return avg_jct(Simulation(nodes, jobs, advisor, judge.model, seed=seed).run())

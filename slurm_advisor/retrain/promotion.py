@@ -7,7 +7,7 @@ it, so nothing vouches for it. A forced promotion is logged as such in the histo
 verdict's reason.
 
 The history of actives (``store.model_history()``) is read as a stack that starts with the
-daemon's default model (None here, ``modelsdir.DEFAULT`` in the pointer): a promotion, by a
+daemon's default model (None here, ``versions.DEFAULT`` in the pointer): a promotion, by a
 retrain or an admin, pushes; a rollback pops back to the model active before the current one.
 So one rollback after the first promotion reaches the default model, and two after two
 promotions do. Each change is the registry first (one transaction, the history row with it),
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from slurm_advisor.domain.model_record import ModelActivation, ModelRecord
 from slurm_advisor.errors import InputError
-from slurm_advisor.retrain import modelsdir
+from slurm_advisor.models import versions
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def rollback(store, models_dir: Path, *, action: str = "rollback", note: str = "
     target = stack[-1]
     store.activate(target, action, note=note or f"back from {current}")
     return Switch(target, current, target and registered[target].directory,
-                  warning=_point(models_dir, target or modelsdir.DEFAULT))
+                  warning=_point(models_dir, target or versions.DEFAULT))
 
 
 def active_stack(history: Sequence[ModelActivation], active: str | None) -> list[str | None]:
@@ -104,10 +104,10 @@ def active_stack(history: Sequence[ModelActivation], active: str | None) -> list
 
 def _point(models_dir: Path, version: str) -> str | None:
     """Move the ``active`` pointer; a warning (the daemon keeps its model) when it cannot."""
-    if version == modelsdir.DEFAULT and not Path(models_dir).is_dir():
+    if version == versions.DEFAULT and not Path(models_dir).is_dir():
         return None  # nothing was ever promoted there: the daemon serves its default already
     try:
-        modelsdir.point_active(models_dir, version)
+        versions.point_active(models_dir, version)
     except FileNotFoundError:
         return (f"{Path(models_dir) / version} is missing: the daemon keeps its model until "
                 "the next retrain repairs the pointer")

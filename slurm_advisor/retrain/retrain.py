@@ -5,9 +5,9 @@
    owner's share (``owners``); hold out the most recent share and every sample of the judge's
    own owners (``data.split_by_time_and_owner``); read the recent job mix (``data.recent_jobs``,
    or a given trace);
-3. fit the speed model and fine-tune the policy (``learned.train.train``), warm-started from the
+3. fit the speed model and fine-tune the policy (``training.train.train``), warm-started from the
    active model's policy where one loads (same feature schema; its width is kept);
-4. write the candidate to a new version directory, atomically (``modelsdir.publish``);
+4. write the candidate to a new version directory, atomically (``versions.publish``);
 5. score candidate and incumbent (the active model, else slurm-default) under the judge fitted
    on the held-out samples and under the prior, which read no report (``evaluate``, ``gate``);
 6. register the candidate with its data range and metrics; if the gate says so, promote it:
@@ -35,7 +35,7 @@ from slurm_advisor.domain import Job, Node
 from slurm_advisor.domain.model_record import ModelRecord
 from slurm_advisor.errors import InputError
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.retrain import modelsdir
+from slurm_advisor.models import versions
 from slurm_advisor.retrain.data import (
     MIN_TRAIN_SAMPLES,
     JobMix,
@@ -105,7 +105,7 @@ def run_retrain(db: str, models_dir: Path, nodes: Sequence[Node], settings: Retr
     started = time.time()
     models_dir = Path(models_dir)
     with RetrainLock(models_dir), Store.open(db, create=False) as store:
-        if modelsdir.remove_stale_candidates(models_dir):
+        if versions.remove_stale_candidates(models_dir):
             log("removed the unfinished candidate of an earlier retrain")
         active = _reconcile(store, models_dir, log)
         samples, skipped = training_samples(store, log)
@@ -156,11 +156,11 @@ def _retrain(store, models_dir: Path, nodes, settings: RetrainSettings, split: S
     if verdict.promote and settings.canary:
         # measured outcomes decide from here (retrain/canary.py); the active model serves the rest
         store.set_model_status(candidate, "canary")
-        modelsdir.point_canary(models_dir, candidate)
+        versions.point_canary(models_dir, candidate)
         reason = f"{reason}; serving a share of the jobs as a canary until measured outcomes decide"
     elif verdict.promote:
         store.activate(candidate, "retrain", note=verdict.reason)  # one transaction: the old active retires
-        modelsdir.point_active(models_dir, candidate)
+        versions.point_active(models_dir, candidate)
     status = RetrainExit.PROMOTED if verdict.promote else RetrainExit.KEPT
     return RetrainResult(status, reason, candidate, active and active.version, metrics, data,
                          canary=verdict.promote and settings.canary)
@@ -191,9 +191,9 @@ def _reconcile(store, models_dir: Path, log) -> ModelRecord | None:
             "judged against slurm-default")
         return None
     inside = Path(active.directory).resolve() == (models_dir / active.version).resolve()
-    if inside and modelsdir.active_version(models_dir) != active.version:
-        modelsdir.point_active(models_dir, active.version)
-        log(f"repaired {models_dir / modelsdir.ACTIVE} -> {active.version} (the registry's active model)")
+    if inside and versions.active_version(models_dir) != active.version:
+        versions.point_active(models_dir, active.version)
+        log(f"repaired {models_dir / versions.ACTIVE} -> {active.version} (the registry's active model)")
     return active
 
 
@@ -202,13 +202,13 @@ def _reconcile_default(store, models_dir: Path, log) -> None:
     made to name the default too (only then: a pointer with no registry behind it is left be)."""
     history = store.model_history()
     if history and history[-1].version is None and \
-            modelsdir.active_version(models_dir) not in (None, modelsdir.DEFAULT):
-        modelsdir.point_active(models_dir, modelsdir.DEFAULT)
-        log(f"repaired {models_dir / modelsdir.ACTIVE} -> {modelsdir.DEFAULT} (the registry's rollback)")
+            versions.active_version(models_dir) not in (None, versions.DEFAULT):
+        versions.point_active(models_dir, versions.DEFAULT)
+        log(f"repaired {models_dir / versions.ACTIVE} -> {versions.DEFAULT} (the registry's rollback)")
 
 
 def _train(split: SampleSplit, nodes, jobs, hp: Hyper, active_dir: Path | None, log, progress):
-    from slurm_advisor.learned.train import train
+    from slurm_advisor.training.train import train
 
     init, hp = _warm_start(active_dir, hp, log)
     show = sys.stderr.isatty() if progress is None else progress
@@ -219,8 +219,8 @@ def _train(split: SampleSplit, nodes, jobs, hp: Hyper, active_dir: Path | None, 
 
 def _warm_start(active_dir: Path | None, hp: Hyper, log):
     """The active model's policy network and the hyperparameters to fine-tune it with (its width)."""
-    from slurm_advisor.learned import checkpoint
-    from slurm_advisor.learned.features import FeatureSchema
+    from slurm_advisor.learned.policy.features import FeatureSchema
+    from slurm_advisor.training import checkpoint
 
     if active_dir is None:
         return None, hp
@@ -238,17 +238,17 @@ def _warm_start(active_dir: Path | None, hp: Hyper, log):
 def _write_candidate(models_dir: Path, report, hp: Hyper, data: dict, active: ModelRecord | None):
     """(version, whether its directory existed already): the candidate, written atomically. An
     existing directory of that version holds the same files (the version is their hash)."""
-    from slurm_advisor.learned import checkpoint
+    from slurm_advisor.training import checkpoint
 
     meta = {"speed_model": {"holdout_mape": report.speed_metrics["holdout_mape"],
                             "samples": report.speed_metrics["samples"]},
             **report.deployment_meta(), "retrain": {**data, "warm_start": active and active.version},
             "curve": report.curve}
-    tmp = modelsdir.new_candidate_dir(models_dir)
+    tmp = versions.new_candidate_dir(models_dir)
     try:
         checkpoint.save(tmp, report.policy, report.speed, report.schema, hp, meta, lif_profile=report.lif_profile)
-        version = modelsdir.model_version(tmp)
-        modelsdir.publish(tmp, models_dir, version)
+        version = versions.model_version(tmp)
+        versions.publish(tmp, models_dir, version)
     except FileExistsError:
         shutil.rmtree(tmp, ignore_errors=True)
         return version, True

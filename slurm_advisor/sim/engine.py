@@ -30,6 +30,7 @@ from slurm_advisor.domain import (
     switch_loads,
 )
 from slurm_advisor.domain.observation import for_placement
+from slurm_advisor.policies.isolated import IsolatedSpeeds
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.backfill import BackfillPass, ChoiceMemo, RunningEnds
 from slurm_advisor.sim.metrics import JobRecord, SimResult
@@ -37,7 +38,6 @@ from slurm_advisor.sim.scheduler import SchedulerConfig
 from slurm_advisor.slurm.cons_tres import could_fit
 from slurm_advisor.slurm.left_weights import LeftWeights
 from slurm_advisor.speedmodels.base import SpeedModel
-from slurm_advisor.speedmodels.isolated import IsolatedSpeeds
 
 # At equal times: ends free their nodes first, then limits are enforced, then arrivals queue,
 # then the backfill pass runs on the result.

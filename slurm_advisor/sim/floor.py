@@ -17,8 +17,8 @@ import numpy as np
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Node, RunningJob
 from slurm_advisor.policies import PolicyContext, make_policy
+from slurm_advisor.policies.isolated import speed_signature
 from slurm_advisor.speedmodels.base import SpeedModel
-from slurm_advisor.speedmodels.isolated import speed_signature
 
 #: The baselines whose placements on the empty cluster the floor takes the fastest of (lif
 #: needs a fitted profile, and on an empty cluster it has no neighbours to weigh).

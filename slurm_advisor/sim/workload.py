@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from slurm_advisor.domain import Job, Node
+from slurm_advisor.policies.isolated import IsolatedSpeeds
 from slurm_advisor.speedmodels.base import SpeedModel
-from slurm_advisor.speedmodels.isolated import IsolatedSpeeds
 
 
 def offered_load(jobs: Sequence[Job], nodes: Sequence[Node], truth: SpeedModel) -> float:

@@ -29,6 +29,10 @@ named after what Slurm does, with the tag it was read from:
   not of the last one removed.
 - :attr:`Release.first_fit_single_node` (26.05): a one-node job goes on the first usable node
   that holds it in node order, not the best-fitting one (measured on the 26.05.5 testbed).
+- :attr:`Release.hook_sets_segment_size` (26.05, commit ae5a0d6d77 "job_submit/lua - add
+  segment_size to job_desc"; read at slurm-26-05-3-1): the job submit hook can set
+  ``segment_size``, so under topology/block a pin across blocks can go as segments
+  (``slurm/blocks.py``). 24.11's job_submit_lua.c has no such field.
 """
 from __future__ import annotations
 
@@ -78,6 +82,10 @@ class Release:
 
     @property
     def first_fit_single_node(self) -> bool:
+        return (self.major, self.minor) >= (26, 5)
+
+    @property
+    def hook_sets_segment_size(self) -> bool:
         return (self.major, self.minor) >= (26, 5)
 
 

@@ -28,7 +28,7 @@ from slurm_advisor.domain.model_record import ModelRecord
 from slurm_advisor.domain.outcome import Outcome
 from slurm_advisor.domain.report import SpeedReport
 from slurm_advisor.errors import InputError
-from slurm_advisor.learned.checkpoint import DEFAULT_MODEL_DIR
+from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 from slurm_advisor.policies.pack import PackPolicy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.policies.spread import SpreadPolicy

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from slurm_advisor.cli.main import cli
 from slurm_advisor.domain.model_record import ModelRecord
-from slurm_advisor.learned.checkpoint import DEFAULT_MODEL_DIR
-from slurm_advisor.retrain import modelsdir
+from slurm_advisor.models import versions
+from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 from slurm_advisor.retrain.gate import Scores, decide
 from slurm_advisor.retrain.promotion import active_stack
 from slurm_advisor.store import Store
@@ -49,7 +49,7 @@ def active(site) -> tuple[str | None, str | None]:
     """(the registry's active version, the pointer's) -- they must agree."""
     with Store.open(site["db"]) as store:
         record = store.active_model()
-    return record and record.version, modelsdir.active_version(site["models"])
+    return record and record.version, versions.active_version(site["models"])
 
 
 def test_promoting_a_rejected_candidate_is_refused_with_the_gate_reason(site):
@@ -90,10 +90,10 @@ def test_a_model_no_gate_judged_needs_force_and_an_accepted_one_does_not(site):
 def test_rollback_after_one_promotion_reaches_the_default_model(site):
     run("models", "promote", "good1", "--config", site["config"])
     assert "active model: default (was good1)" in run("models", "rollback", "--config", site["config"]).stdout
-    assert active(site) == (None, modelsdir.DEFAULT)  # the daemon serves its default model again
+    assert active(site) == (None, versions.DEFAULT)  # the daemon serves its default model again
     listed = json.loads(run("models", "list", "--config", site["config"], "--json").stdout)
     assert [(m["version"], m["status"]) for m in listed if m["status"] == "active"] == [("default", "active")]
-    assert listed[-1]["directory"] == str(modelsdir.PACKAGED_MODEL)
+    assert listed[-1]["directory"] == str(DEFAULT_MODEL_DIR)
     assert "nothing to roll back to" in run("models", "rollback", "--config", site["config"], code=2).stderr
     assert "default  active" in run("models", "list", "--config", site["config"]).stdout
 
@@ -101,12 +101,12 @@ def test_rollback_after_one_promotion_reaches_the_default_model(site):
 def test_rollback_after_two_promotions_walks_back_to_the_default_model(site):
     with Store.open(site["db"]) as store:
         store.activate("good1", "retrain", note=ACCEPTED.reason)  # what a promoting retrain records
-    modelsdir.point_active(site["models"], "good1")
+    versions.point_active(site["models"], "good1")
     run("models", "promote", "good2", "--config", site["config"])
     assert "active model: good1 (was good2)" in run("models", "rollback", "--config", site["config"]).stdout
     assert active(site) == ("good1", "good1")
     assert "active model: default (was good1)" in run("models", "rollback", "--config", site["config"]).stdout
-    assert active(site) == (None, modelsdir.DEFAULT)
+    assert active(site) == (None, versions.DEFAULT)
     # promoted again after the rollbacks: the next rollback goes back to the default again
     run("models", "promote", "good2", "--config", site["config"])
     assert "active model: default (was good2)" in run("models", "rollback", "--config", site["config"]).stdout

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from slurm_advisor.cli import main
-from slurm_advisor.learned.demo import BASELINES
+from slurm_advisor.experiments.demo import BASELINES
 
 if "demo" not in main.cli.commands:
     main._register()

@@ -148,7 +148,7 @@ def test_a_cluster_file_that_is_not_utf8_is_one_error_line(trace: Path, tmp_path
 
 
 def test_a_model_dir_with_a_bad_field_is_one_error_line(trace: Path, tmp_path: Path) -> None:
-    from slurm_advisor.learned.checkpoint import DEFAULT_MODEL_DIR
+    from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
     model = tmp_path / "model"
     model.mkdir()
     for name in ("policy.pt", "speed.pt"):

@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from slurm_advisor.cli import main
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.sim.trace import write_trace
 from slurm_advisor.store import Store
+from slurm_advisor.traces.synthetic import synthetic_jobs
 
 CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "16x8.toml"
 

@@ -13,10 +13,10 @@ from slurm_advisor.cluster.slurm_json import (
     gres_gpus,
     node_shares,
     number,
-    parse_blocks,
     parse_sinfo,
     parse_squeue,
     parse_topology,
+    read_blocks,
 )
 from slurm_advisor.domain import Resources, Role
 
@@ -182,14 +182,18 @@ def test_topology_blocks():
     text = ("BlockName=b1 BlockIndex=0 Nodes=n[1-2] BlockSize=2\n"
             "BlockName=b2 BlockIndex=1 Nodes=n[3-4] BlockSize=2\n"
             "AggregatedBlock=b[1-2] BlockIndex=2 Nodes=n[1-4] BlockSize=4\n")
-    assert parse_blocks(text) == {"n1": "b1", "n2": "b1", "n3": "b2", "n4": "b2"}
+    blocks = read_blocks(text)
+    assert blocks.block_of() == {"n1": 0, "n2": 0, "n3": 1, "n4": 1}
     assert parse_topology(text) == {}  # no switches: blocks are not a tree
-    assert parse_blocks("SwitchName=s1 Level=0 LinkSpeed=1 Nodes=n[1-2]\n") == {}
-    assert describe_topology({}, parse_blocks(text)) == {"plugin": "block", "blocks": 2, "nodes": 4}
-    assert describe_topology({"n1": "s1", "n2": "s2"}, {}) == {"plugin": "tree", "switches": 2, "nodes": 2}
-    assert describe_topology({}, {}) == {"plugin": "none"}
+    assert read_blocks("SwitchName=s1 Level=0 LinkSpeed=1 Nodes=n[1-2]\n") is None
+    assert describe_topology({}, blocks) == {
+        "plugin": "block", "nodes": 4, "base_block_nodes": 2, "block_sizes": [2, 4],
+        "blocks": [{"name": "b1", "nodes": "n[1-2]"}, {"name": "b2", "nodes": "n[3-4]"}]}
+    assert describe_topology({"n1": "s1", "n2": "s2", "n3": "s2"}, None) == {
+        "plugin": "tree", "nodes": 3, "switches": [{"name": "s1", "nodes": "n1"}, {"name": "s2", "nodes": "n[2-3]"}]}
+    assert describe_topology({}, None) == {"plugin": "none"}
     with pytest.raises(SourceError, match="bad block line"):
-        parse_blocks("BlockName= BlockIndex=0 Nodes=n1")
+        read_blocks("BlockName= BlockIndex=0 Nodes=n1 BlockSize=1")
 
 
 def test_node_shares():

@@ -10,8 +10,8 @@ import pytest
 
 from slurm_advisor.daemon.build import build_daemon
 from slurm_advisor.daemon.config import DaemonConfig
-from slurm_advisor.learned.checkpoint import DEFAULT_MODEL_DIR
-from slurm_advisor.retrain.modelsdir import point_active
+from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
+from slurm_advisor.models.versions import point_active
 
 
 def _config(tmp_path, **changes) -> DaemonConfig:

@@ -11,6 +11,9 @@ from slurm_advisor.policies.base import Hold
 from slurm_advisor.policies.pack import PackPolicy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.policies.spread import SpreadPolicy
+from slurm_advisor.slurm.blocks import Blocks
+from slurm_advisor.slurm.hostlist import compress
+from slurm_advisor.slurm.release import Release
 
 
 class Holding:
@@ -186,11 +189,43 @@ def test_decision_ids_are_unique_increasing_and_of_the_documented_form():
 
 
 def test_under_block_topology_a_placement_is_a_node_count_cap_not_a_pin():
+    # the config says topology/block but no blocks were read: every placement is a cap
     svc = AdviceService(Advisor(SlurmDefaultPolicy()), identity, pins=False, has_switches=True)
     reply, decision, _, placement = svc.advise(ClusterSnapshot.empty(NODES), marked(workers=6), "advise")
     assert reply["action"] == "cap" and reply["max_nodes"] == 2 and "nodes" not in reply
     assert reply["switches"] is None  # not a hold: no switch wait
     assert placement is None and decision.would and decision.max_nodes == 2
+
+
+#: The testbeds' blocks: b1 = n[1-2], b2 = n[3-4], BlockSizes 2,4 (tests/slurm/test_blocks.py).
+BLOCKS = Blocks(("b1", "b2"), (("n1", "n2"), ("n3", "n4")), 2, (0, 1))
+
+
+@pytest.mark.parametrize("release, nodes, action, segment", [
+    (Release(24, 11, 5), ("n1", "n2"), "place", None),        # inside one block: Slurm takes the pin
+    (Release(24, 11, 5), ("n2", "n3"), "cap", None),          # across blocks: refused as a pin, so a cap
+    (Release(26, 5, 5), ("n2", "n3"), "place", 1),            # 26.05: the hook pins it in 1-node segments
+    (Release(24, 11, 5), ("n1", "n2", "n3"), "place", None),  # 3 nodes: the 4-node block holds them
+])
+def test_under_block_topology_a_pin_goes_where_the_blocks_take_it(release, nodes, action, segment):
+    svc = service(Fixed(*nodes), blocks=BLOCKS, release=release)
+    reply, decision, _, placement = svc.advise(ClusterSnapshot.empty(NODES), marked(workers=len(nodes)), "advise")
+    assert reply["action"] == action and reply.get("segment_size") == segment
+    if action == "place":
+        assert reply["nodes"] == compress(nodes) and placement is not None and decision.layout
+        assert ("segments" in reply["reason"]) == (segment is not None)
+    else:
+        assert reply["max_nodes"] == len(nodes) and placement is None and decision.max_nodes == len(nodes)
+        assert "span blocks" in reply["reason"] and decision.would
+
+
+def test_under_block_topology_slurms_choice_is_pinned_not_assumed():
+    # cons_tres's choice without blocks (n1, n1) is not what Slurm picks inside its blocks: no shortcut
+    svc = service(blocks=BLOCKS, release=Release(24, 11, 5))
+    reply, *_ = svc.advise(ClusterSnapshot.empty(NODES), marked(workers=2), "advise")
+    assert reply["action"] == "place" and SLURMS_CHOICE not in reply["reason"]
+    plain, *_ = service().advise(ClusterSnapshot.empty(NODES), marked(workers=2), "advise")
+    assert plain["action"] == "observe" and SLURMS_CHOICE in plain["reason"]
 
 
 def test_block_topology_is_read_from_slurms_config():

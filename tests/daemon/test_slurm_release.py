@@ -7,6 +7,7 @@ from functools import partial
 from daemon_helpers import NODES, StaticSource, make_daemon
 
 from slurm_advisor.cli.admin import _slurm_line
+from slurm_advisor.cluster.slurm_json import describe_topology, read_blocks
 from slurm_advisor.daemon.build import _release
 from slurm_advisor.daemon.queue import NoQueue, QueueError, SlurmQueue
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources
@@ -54,19 +55,29 @@ def test_the_express_step_follows_the_release() -> None:
 
 
 class BlockSource(StaticSource):
-    """A source whose last topology reading found two blocks (as SlurmCliSource.topology says)."""
+    """A source whose topology reading found the testbeds' two blocks (as SlurmCliSource reads them)."""
 
     def __init__(self, snapshot: ClusterSnapshot):
         super().__init__(snapshot)
-        self.topology = {"plugin": "block", "blocks": 2, "nodes": 4}
+        self.blocks = read_blocks("BlockName=b1 BlockIndex=0 Nodes=n[1-2] BlockSize=2\n"
+                                  "BlockName=b2 BlockIndex=1 Nodes=n[3-4] BlockSize=2\n"
+                                  "AggregatedBlock=b[1-2] BlockIndex=2 Nodes=n[1-4] BlockSize=4\n")
+        self.topology = describe_topology({}, self.blocks)
 
 
 def test_status_shows_the_release_and_the_topology(tmp_path) -> None:
-    daemon = make_daemon(tmp_path, store=False, source=BlockSource(ClusterSnapshot.empty(NODES)))
+    source = BlockSource(ClusterSnapshot.empty(NODES))
+    daemon = make_daemon(tmp_path, store=False, source=source)
     assert daemon.status()["slurm_release"] is None and daemon.status()["topology"]["plugin"] == "block"
-    daemon.service.release = Release(24, 11, 5)
+    daemon.service.release, daemon.service.blocks = Release(24, 11, 5), source.blocks
     status = daemon.status()
     assert status["slurm_release"] == "24.11.5"
-    assert _slurm_line(status) == "slurm: 24.11.5, topology block: 2 blocks over 4 nodes"
-    assert _slurm_line({"topology": {"plugin": "tree", "switches": 2, "nodes": 4}}) == \
-        "slurm: release not read (22.05 modelled), topology tree: 2 leaf switches over 4 nodes"
+    assert status["topology"]["blocks"] == [{"name": "b1", "nodes": "n[1-2]"}, {"name": "b2", "nodes": "n[3-4]"}]
+    assert status["topology"]["placement"] == "pins within blocks, caps across them"
+    assert _slurm_line(status) == \
+        "slurm: 24.11.5, topology block (pins within blocks, caps across them): b1 n[1-2], b2 n[3-4]"
+    daemon.service.release = Release(26, 5, 5)
+    assert daemon.status()["topology"]["placement"] == "pins within blocks, segments across them"
+    tree = {"topology": {"plugin": "tree", "nodes": 4, "switches": [{"name": "s1", "nodes": "n[1-2]"},
+                                                                    {"name": "s2", "nodes": "n[3-4]"}]}}
+    assert _slurm_line(tree) == "slurm: release not read (22.05 modelled), topology tree: s1 n[1-2], s2 n[3-4]"

@@ -60,6 +60,13 @@ def test_place_writes_nodes_tasks_layout_and_decision(run_hook, daemon: FakeAdvi
     assert daemon.connections == 1
 
 
+def test_place_in_segments_writes_the_segment_size(run_hook, daemon: FakeAdvisor) -> None:
+    # topology/block on 26.05: a pin across blocks goes as segments, each inside one block
+    daemon.reply_with({**PLACE, "segment_size": 1})
+    result = writes(run_hook(MARKED))
+    assert result["segment_size"] == 1 and result["req_nodes"] == "n1,n3"
+
+
 def test_request_is_the_protocols_advise(run_hook, daemon: FakeAdvisor) -> None:
     fields = {**MARKED, "comment": 'q"b\\s\nt\tü\x01 slurm-advisor: type=bert ps=0 workers=4'}
     run_hook(fields)
@@ -148,6 +155,8 @@ BAD_REPLIES = {
     "zero tasks": line({**PLACE, "num_tasks": 0}),
     "tasks too large": line({**PLACE, "num_tasks": 2**31}),
     "min and max differ": line({**PLACE, "min_nodes": 1}),
+    "zero segment": line({**PLACE, "segment_size": 0}),
+    "segment as string": line({**PLACE, "segment_size": "1"}),
     "no layout": line({k: v for k, v in PLACE.items() if k != "layout"}),
     "newline in layout": line({**PLACE, "layout": "ps=n1\nworker=n3"}),
     "bad decision": line({**PLACE, "decision": "d-1 x"}),
@@ -290,6 +299,12 @@ def test_cli_filter_place_sets_options_and_exports(run_hook, daemon: FakeAdvisor
     job = decode_request(daemon.requests[0])["job"]
     assert job == {**job, "num_tasks": 5, "cpus_per_task": 2, "pn_min_memory": 4096, "mem_per_cpu": True,
                    "tres_per_task": "gres:gpu:1", "time_limit": 120, "min_nodes": None, "max_nodes": None}
+
+
+def test_cli_filter_place_in_segments_sets_segment(run_hook, daemon: FakeAdvisor) -> None:
+    daemon.reply_with({**PLACE, "segment_size": 1})
+    got = writes(run_hook(CLI_OPTIONS, "cli", CLI_FILTER))
+    assert got["segment"] == "1" and got["nodelist"] == "n1,n3"
 
 
 def test_cli_filter_cap_keeps_the_users_export(run_hook, daemon: FakeAdvisor) -> None:

@@ -91,9 +91,9 @@ def test_the_queue_lists_owners_of_started_jobs_and_the_advised_ones() -> None:
 
 def test_without_retrain_the_daemon_serves_slurm_default_and_records_only(tmp_path) -> None:
     from slurm_advisor.loop.driver import Loop, LoopSettings
-    from slurm_advisor.sim.converters.synthetic import synthetic_jobs
     from slurm_advisor.speedmodels import load_speed_model
     from slurm_advisor.store import Store
+    from slurm_advisor.traces.synthetic import synthetic_jobs
 
     nodes = tuple(Node(f"n{i}", 32, 8, 256000) for i in range(1, 5))
     traces = [synthetic_jobs(8, seed=s, mix="large", arrival_rate_per_h=1.0) for s in (3, 4)]

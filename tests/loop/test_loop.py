@@ -8,10 +8,10 @@ import pytest
 from click.testing import CliRunner
 
 from slurm_advisor.cli import main
-from slurm_advisor.retrain import modelsdir
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+from slurm_advisor.models import versions
 from slurm_advisor.sim.trace import write_trace
 from slurm_advisor.store import Store
+from slurm_advisor.traces.synthetic import synthetic_jobs
 
 if "loop" not in main.cli.commands:
     main._register()
@@ -88,14 +88,14 @@ def test_a_promoted_model_is_served_in_the_next_cycle(site) -> None:
     assert result.exit_code == 0, result.output
     first, second = json.loads(result.stdout)
     assert first["promoted"], first["retrain"]
-    assert modelsdir.active_version(site["models"]) is not None
+    assert versions.active_version(site["models"]) is not None
     assert second["policy"] == "learned" and second["model"] == first["candidate"]
     assert second["mape"] is not None and first["next_mape"] == second["mape"]
 
 
 def test_the_loop_refuses_a_models_dir_that_has_an_active_model(site) -> None:
     (site["models"] / "v1").mkdir(parents=True)
-    modelsdir.point_active(site["models"], "v1")
+    versions.point_active(site["models"], "v1")
     result = _loop(site)
     assert result.exit_code == 2
     assert "already has an active model" in result.output

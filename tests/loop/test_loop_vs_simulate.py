@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_advisor.learned.demo import loaded_trace
+from slurm_advisor.experiments.demo import loaded_trace
 from slurm_advisor.loop.driver import Loop, LoopSettings
 from slurm_advisor.loop.hook import as_submitted
-from slurm_advisor.retrain.modelsdir import PACKAGED_MODEL
+from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 from slurm_advisor.sim.clusterfile import default_cluster
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.runner import build_advisor
@@ -23,14 +23,15 @@ def test_the_loop_serves_what_simulate_plays_for_its_mode(tmp_path, mode):
     nodes, truth = default_cluster(), load_speed_model("contention")
     trace = loaded_trace(nodes, truth, 40, 42)
     submitted = [as_submitted(j, 1000 + i) for i, j in enumerate(sorted(trace, key=lambda j: j.submit_time))]
-    played = Simulation(nodes, submitted, build_advisor("learned", truth, PACKAGED_MODEL, holds=mode == "enforce"),
+    played = Simulation(nodes, submitted, build_advisor("learned", truth, DEFAULT_MODEL_DIR, holds=mode == "enforce",
+                                                    caps=mode == "enforce"),
                         truth, seed=0).run()
-    held = Simulation(nodes, submitted, build_advisor("learned", truth, PACKAGED_MODEL), truth, seed=0).run()
+    held = Simulation(nodes, submitted, build_advisor("learned", truth, DEFAULT_MODEL_DIR), truth, seed=0).run()
     assert held.holds > 0  # the trace exercises what differs between the modes ...
     if mode == "advise":   # ... by more than the tolerance: simulating the holds is not what advise serves
         assert held.summary()["avg_jct"] != pytest.approx(played.summary()["avg_jct"], rel=TOLERANCE)
     loop = Loop(nodes, truth, str(tmp_path / "loop.db"), tmp_path / "models",
-                LoopSettings(mode=mode, retrain=False, model=PACKAGED_MODEL))
+                LoopSettings(mode=mode, retrain=False, model=DEFAULT_MODEL_DIR))
     cycle = loop.run([trace])[0]
     assert cycle["outcomes"] == cycle["advised"]
     assert cycle["avg_jct"] == pytest.approx(played.summary()["avg_jct"], rel=TOLERANCE)

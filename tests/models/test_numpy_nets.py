@@ -5,15 +5,14 @@ import numpy as np
 import pytest
 import torch
 
-from slurm_advisor.learned import numpy_nets, site_net
-from slurm_advisor.learned import site_features as F
-from slurm_advisor.learned.features import FeatureSchema
-from slurm_advisor.learned.mlp_speed import LearnedSpeedModel
+from slurm_advisor.learned import numpy_nets
 from slurm_advisor.learned.numpy_nets import NumpyScorer, NumpySiteNet
-from slurm_advisor.learned.policy_net import PolicyNet
-from slurm_advisor.learned.site_net import SiteSpeedNet
-from slurm_advisor.learned.site_speed import to_tensors
-from slurm_advisor.learned.speed_model import SpeedNet
+from slurm_advisor.learned.policy.features import FeatureSchema
+from slurm_advisor.learned.policy.net import PolicyNet
+from slurm_advisor.learned.speed import features as F
+from slurm_advisor.learned.speed import net as site_net
+from slurm_advisor.learned.speed.fit import to_tensors
+from slurm_advisor.learned.speed.net import SiteSpeedNet
 
 SCHEMA = FeatureSchema()
 
@@ -78,15 +77,6 @@ def test_the_policy_scorer_gives_torchs_logits() -> None:
     # from the state_dict's arrays (what a model directory exports): the same weights, the same logits
     arrays = {k: v.numpy() for k, v in net.state_dict().items()}
     assert np.array_equal(NumpyScorer(arrays).logits(nodes, glob, mask), NumpyScorer(net).logits(nodes, glob, mask))
-
-
-def test_the_mlp_speed_model_gives_torchs_log_speeds() -> None:
-    net = _randomised(SpeedNet(SCHEMA.sample_dim, 24), seed=2)
-    net.set_range(torch.tensor([-1.0, 1.0]))
-    x = np.random.default_rng(2).uniform(0, 1, (30, SCHEMA.sample_dim)).astype(np.float32)
-    with torch.no_grad():
-        want = net(torch.from_numpy(x)).numpy()
-    np.testing.assert_allclose(LearnedSpeedModel(net, SCHEMA)._log_speeds(x), want, rtol=1e-5, atol=1e-5)
 
 
 def test_softplus_is_torchs() -> None:

@@ -11,18 +11,18 @@ import pytest
 
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.errors import InputError
-from slurm_advisor.learned import checkpoint
-from slurm_advisor.learned.policy_adapter import policy_of
-from slurm_advisor.learned.search import search_over
 from slurm_advisor.models import served, weights
 from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 from slurm_advisor.models.meta import read as read_meta
+from slurm_advisor.policies.learned.adapter import policy_of
+from slurm_advisor.policies.search import search_over
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.clusterfile import read_cluster
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
+from slurm_advisor.traces.synthetic import synthetic_jobs
+from slurm_advisor.training import checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -99,7 +99,7 @@ def _rewrite(path: Path, change) -> None:
 
 @pytest.mark.parametrize(("change", "says"), [
     (lambda a: {**a, "format": np.array(99)}, "format 1"),
-    (lambda a: {k: v for k, v in a.items() if k != "speed/body.2.bias"}, "missing ['body.2.bias']"),
+    (lambda a: {k: v for k, v in a.items() if k != "speed/b2"}, "missing ['b2']"),
     (lambda a: {**a, "policy/score.2.weight": np.zeros((2, 64), np.float16)}, "policy/score.2.weight must be"),
     (lambda a: {**a, "policy/encode.0.bias": np.zeros(64, np.int64)}, "policy/encode.0.bias must be a float"),
     (lambda a: {**a, "speed/log_hi": np.array(np.inf, np.float32)}, "speed/log_hi holds NaN or infinite"),
@@ -137,7 +137,7 @@ def test_an_older_site_model_exported_serves_as_torch_loads_it(site_model_dir, t
     import torch
 
     from slurm_advisor.domain import ClusterSnapshot, Node, Placement
-    from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+    from slurm_advisor.traces.synthetic import synthetic_jobs
 
     model = Path(shutil.copytree(site_model_dir, tmp_path / "old"))
     meta = json.loads((model / "meta.json").read_text())

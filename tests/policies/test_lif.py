@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -202,21 +203,20 @@ def test_the_registry_finds_the_profile_beside_a_model(tmp_path: Path) -> None:
 
 def test_the_experiment_runs_lif_with_the_profile_beside_the_learned_model(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
-    from slurm_advisor.learned import checkpoint
-    from slurm_advisor.learned.experiment import evaluate
-    from slurm_advisor.learned.features import FeatureSchema
-    from slurm_advisor.learned.hyper import Hyper
-    from slurm_advisor.learned.policy_net import PolicyNet
-    from slurm_advisor.learned.speed_model import SpeedNet
-    from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+    from slurm_advisor.experiments.experiment import evaluate
+    from slurm_advisor.learned.policy.features import FeatureSchema
+    from slurm_advisor.learned.policy.net import PolicyNet
     from slurm_advisor.speedmodels.contention import ContentionSpeedModel
+    from slurm_advisor.traces.synthetic import synthetic_jobs
+    from slurm_advisor.training import checkpoint
 
     torch.manual_seed(0)
-    schema, hp = FeatureSchema(), Hyper(hidden=8, speed_hidden=8)
+    shipped = checkpoint.load()  # its site speed ensemble
+    schema, hp = FeatureSchema(), replace(shipped.hyper, hidden=8)
     nodes = tuple(Node(f"n{i}", 32, 8, 256_000, f"s{i // 4}") for i in range(8))
     jobs = synthetic_jobs(30, seed=3, mix="large")
     model = checkpoint.save(tmp_path / "learned", PolicyNet(schema.node_dim, schema.global_dim, hp.hidden),
-                            SpeedNet(schema.sample_dim, hp.speed_hidden), schema, hp, {"deploy": "spread"},
+                            shipped.speed_model, schema, hp, {"deploy": "spread"},
                             lif_profile=InterferenceProfile(overall=0.2))
     assert (model / PROFILE_FILE).exists()
     truth = ContentionSpeedModel()

@@ -10,9 +10,9 @@ import pytest
 from slurm_advisor.domain import ClusterSnapshot, Node, RunningJob
 from slurm_advisor.policies.oracle import OraclePolicy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.speedmodels.base import ColocationIndex
 from slurm_advisor.speedmodels.contention import ContentionSpeedModel
+from slurm_advisor.traces.synthetic import synthetic_jobs
 
 NODES = tuple(Node(f"g{i:02d}", 48, 8, 384_000, f"s{i // 8}") for i in range(16))
 

@@ -16,9 +16,9 @@ from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.model_record import ModelRecord
 from slurm_advisor.domain.outcome import Outcome
 from slurm_advisor.domain.report import SpeedReport
+from slurm_advisor.models import versions
 from slurm_advisor.policies.pack import PackPolicy
 from slurm_advisor.policies.spread import SpreadPolicy
-from slurm_advisor.retrain import modelsdir
 from slurm_advisor.retrain.canary import CanaryRules, judge_canary, mann_whitney_less, watch_active
 from slurm_advisor.retrain.canary_run import last_verdict, run_canary
 from slurm_advisor.sim.clusterfile import default_cluster
@@ -126,8 +126,8 @@ def registry(tmp_path):
                                              metrics={"promoted": True, "reason": "gate"}))
         store.activate(active, "retrain")
         store.set_model_status(canary, "canary")
-    modelsdir.point_active(models, active)
-    modelsdir.point_canary(models, canary)
+    versions.point_active(models, active)
+    versions.point_canary(models, canary)
     return db, models, active, canary
 
 
@@ -155,7 +155,7 @@ def test_a_canary_that_holds_up_becomes_the_active_model(registry):
         assert store.active_model().version == canary
         assert [(h.action, h.version) for h in store.model_history()][-1] == ("canary", canary)
     assert summary["state"] == "promote" and summary["judged"] == canary and summary["against"] == active
-    assert modelsdir.active_version(models) == canary and modelsdir.canary_version(models) is None
+    assert versions.active_version(models) == canary and versions.canary_version(models) is None
     assert last_verdict(models / canary)["state"] == "promote" and "promoted" in lines[0]
 
 
@@ -166,7 +166,7 @@ def test_a_slower_canary_is_retired_and_the_active_model_stays(registry):
         summary = run_canary(store, models, RULES, lambda line: None)
         assert store.active_model().version == active and store.model(canary).status == "retired"
     assert summary["state"] == "rollback"
-    assert modelsdir.active_version(models) == active and modelsdir.canary_version(models) is None
+    assert versions.active_version(models) == active and versions.canary_version(models) is None
     assert json.loads((models / canary / "canary.json").read_text())["state"] == "rollback"
 
 
@@ -175,7 +175,7 @@ def test_a_measured_regression_after_promotion_rolls_the_model_back(registry):
     with Store.open(db) as store:
         store.set_model_status(canary, "retired")  # no canary runs: the watch
         promoted_at = store.active_model().promoted_at
-    modelsdir.point_canary(models, None)
+    versions.point_canary(models, None)
     site = Site()
     for k in range(25):
         later = timedelta(seconds=promoted_at - T0.timestamp() + 60)
@@ -187,13 +187,13 @@ def test_a_measured_regression_after_promotion_rolls_the_model_back(registry):
         assert store.active_model() is None
         assert store.model_history()[-1].action == "regression"
     assert summary["state"] == "rollback" and summary["against"] == "slurm's own placements"
-    assert modelsdir.active_version(models) == modelsdir.DEFAULT
+    assert versions.active_version(models) == versions.DEFAULT
 
 
 def test_a_canary_promoted_by_hand_loses_its_pointer_at_the_next_step(registry):
     db, models, _, canary = registry
     with Store.open(db, create=False) as store:
         store.activate(canary, "promote", note="by hand")
-        modelsdir.point_active(models, canary)
+        versions.point_active(models, canary)
         summary = run_canary(store, models, RULES, lambda line: None)
-    assert modelsdir.canary_version(models) is None and summary["judged"] == canary  # now watched as the active one
+    assert versions.canary_version(models) is None and summary["judged"] == canary  # now watched as the active one

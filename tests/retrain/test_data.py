@@ -11,15 +11,15 @@ from slurm_advisor.domain.outcome import Outcome
 from slurm_advisor.domain.report import SpeedReport
 from slurm_advisor.errors import InputError
 from slurm_advisor.retrain.data import recent_jobs, split_by_time
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.store import Store
+from slurm_advisor.traces.synthetic import synthetic_jobs
 
 
 def _samples(n: int, source: str):
     from dataclasses import replace
 
     from slurm_advisor.domain import ClusterSnapshot, Node, Placement, RunningJob, SpeedSample
-    from slurm_advisor.sim.converters.synthetic import synthetic_jobs as jobs
+    from slurm_advisor.traces.synthetic import synthetic_jobs as jobs
 
     job = jobs(1, seed=1)[0]
     node = Node("n1", 64, 16, 512_000)

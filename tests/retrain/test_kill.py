@@ -12,8 +12,8 @@ import pytest
 from retrain_helpers import make_site, publish_copy
 
 from slurm_advisor.domain.model_record import ModelRecord
+from slurm_advisor.models import versions
 from slurm_advisor.policies import PolicyContext, make_policy
-from slurm_advisor.retrain import modelsdir
 from slurm_advisor.retrain.lock import RetrainLock
 from slurm_advisor.store import Store
 
@@ -27,7 +27,7 @@ def test_kill_9_mid_training_leaves_the_active_model_intact(tmp_path) -> None:
     active = publish_copy(models, "active")
     with Store.open(db) as store:
         store.register_model(ModelRecord(active, str(models / active), "active"))
-    modelsdir.point_active(models, active)
+    versions.point_active(models, active)
     # a speed model fit of many epochs: the retrain is surely still training when killed
     proc = subprocess.Popen([sys.executable, "-m", "slurm_advisor.cli", "retrain", "--db", db, "--cluster",
                              str(cluster), "--models-dir", str(models), "--hyper", "speed_epochs=5000"],
@@ -47,11 +47,11 @@ def test_kill_9_mid_training_leaves_the_active_model_intact(tmp_path) -> None:
             proc.wait()
         proc.stdout.close()
         proc.stderr.close()
-    assert modelsdir.active_version(models) == active
-    make_policy("learned", PolicyContext(model_dir=models / modelsdir.ACTIVE))  # still loads
+    assert versions.active_version(models) == active
+    make_policy("learned", PolicyContext(model_dir=models / versions.ACTIVE))  # still loads
     with Store.open(db, create=False) as store:
         registered = store.list_models()
     assert [(m.version, m.status) for m in registered] == [(active, "active")]
-    assert sorted(p.name for p in models.iterdir() if not p.name.startswith(".")) == sorted([active, modelsdir.ACTIVE])
+    assert sorted(p.name for p in models.iterdir() if not p.name.startswith(".")) == sorted([active, versions.ACTIVE])
     with RetrainLock(models):  # the kernel released the dead retrain's lock
         pass

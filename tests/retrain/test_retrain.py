@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from retrain_helpers import TINY, make_site
 
 from slurm_advisor.cli import main
+from slurm_advisor.models import versions
 from slurm_advisor.policies import PolicyContext, make_policy
-from slurm_advisor.retrain import modelsdir
 from slurm_advisor.retrain.lock import RetrainLock
 from slurm_advisor.retrain.retrain import RetrainExit
 from slurm_advisor.store import Store
@@ -61,9 +61,9 @@ def test_a_first_model_at_least_as_good_as_slurm_default_is_promoted(site, first
                                                                  + summary["data"]["holdout"]["samples"]))
     assert summary["data"]["job_lengths"] == {"marker": 40}
     # the version directory, the pointer and the registry agree
-    assert modelsdir.active_version(models) == version
-    assert sorted(p.name for p in (models / version).iterdir()) == sorted(modelsdir.MODEL_FILES)
-    make_policy("learned", PolicyContext(model_dir=models / modelsdir.ACTIVE))  # it loads
+    assert versions.active_version(models) == version
+    assert sorted(p.name for p in (models / version).iterdir()) == sorted(versions.MODEL_FILES)
+    make_policy("learned", PolicyContext(model_dir=models / versions.ACTIVE))  # it loads
     with Store.open(db, create=False) as store:
         record = store.active_model()
     assert record.version == version and record.directory == str(models / version)
@@ -87,7 +87,7 @@ def test_a_second_retrain_that_is_not_better_keeps_the_active_model(site, first)
     assert summary["promoted"] is False and summary["active"] == summary["active_before"] == active
     assert summary["incumbent"] == f"the active model {active}"
     assert "not better by the margin of 50.0 %" in summary["reason"]
-    assert modelsdir.active_version(models) == active
+    assert versions.active_version(models) == active
     with Store.open(db, create=False) as store:
         assert store.active_model().version == active
         candidate = store.model(summary["candidate"])
@@ -101,9 +101,9 @@ def test_a_second_retrain_that_is_not_better_keeps_the_active_model(site, first)
     refused = CliRunner().invoke(main.cli, [*promote, *config])
     assert refused.exit_code == 2 and summary["reason"] in refused.stderr and "--force" in refused.stderr
     forced = CliRunner().invoke(main.cli, [*promote, *config, "--force"])
-    assert forced.exit_code == 0 and modelsdir.active_version(models) == summary["candidate"], forced.output
+    assert forced.exit_code == 0 and versions.active_version(models) == summary["candidate"], forced.output
     rolled = CliRunner().invoke(main.cli, ["models", "rollback", "--db", db, *config])
-    assert rolled.exit_code == 0 and modelsdir.active_version(models) == active, rolled.output
+    assert rolled.exit_code == 0 and versions.active_version(models) == active, rolled.output
 
 
 def test_a_poisoned_data_set_is_never_promoted(tmp_path) -> None:
@@ -113,7 +113,7 @@ def test_a_poisoned_data_set_is_never_promoted(tmp_path) -> None:
     summary = json.loads(result.stdout)
     assert summary["promoted"] is False and summary["candidate_metrics"]["holdout_mape"] > 1
     assert "misses the held-out speeds" in summary["reason"]
-    assert modelsdir.active_version(tmp_path / "models") is None
+    assert versions.active_version(tmp_path / "models") is None
     with Store.open(db, create=False) as store:
         assert store.active_model() is None
 
@@ -148,6 +148,6 @@ def test_by_default_an_accepted_candidate_becomes_the_canary_not_the_active_mode
     candidate = summary["candidate"]
     assert summary["canary"] is True and summary["active"] is None
     assert "as a canary until measured outcomes decide" in summary["reason"]
-    assert modelsdir.canary_version(models) == candidate and modelsdir.active_version(models) is None
+    assert versions.canary_version(models) == candidate and versions.active_version(models) is None
     with Store.open(db, create=False) as store:
         assert store.model(candidate).status == "canary" and store.active_model() is None

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import json, sys
 from slurm_advisor.sim.clusterfile import read_cluster
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
+from slurm_advisor.traces.synthetic import synthetic_jobs
 from slurm_advisor.sim.runner import compare
 from slurm_advisor.speedmodels import load_speed_model
 nodes = read_cluster(sys.argv[1])

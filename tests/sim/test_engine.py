@@ -261,7 +261,7 @@ def test_a_held_job_waits_for_a_finish_and_is_not_placed_by_the_fallback() -> No
 
 
 def test_simulations_may_share_the_isolated_speeds_of_their_truth_and_cluster_only() -> None:
-    from slurm_advisor.speedmodels.isolated import IsolatedSpeeds
+    from slurm_advisor.policies.isolated import IsolatedSpeeds
 
     truth = ConstantSpeed()
     jobs = [exact("a", 0, 2, 100), exact("b", 10, 4, 50)]

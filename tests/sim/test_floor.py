@@ -4,13 +4,13 @@ from pathlib import Path
 import pytest
 
 from slurm_advisor.domain import Job, Node, Resources
+from slurm_advisor.policies.isolated import IsolatedSpeeds
 from slurm_advisor.sim.clusterfile import read_cluster
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.sim.floor import floor_avg_jct, solo_runtime
 from slurm_advisor.sim.runner import compare
 from slurm_advisor.speedmodels import load_speed_model
 from slurm_advisor.speedmodels.constant import ConstantSpeed
-from slurm_advisor.speedmodels.isolated import IsolatedSpeeds
+from slurm_advisor.traces.synthetic import synthetic_jobs
 
 REPO = Path(__file__).resolve().parents[2]
 NODES = (Node("n1", 8, 4, 64_000, "s1"), Node("n2", 8, 4, 64_000, "s1"),

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from slurm_advisor.sim.clusterfile import read_cluster
-from slurm_advisor.sim.converters.synthetic import synthetic_jobs
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.runner import build_advisor
 from slurm_advisor.sim.scheduler import SchedulerConfig
 from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
+from slurm_advisor.traces.synthetic import synthetic_jobs
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).with_name("golden") / "schedules.json"

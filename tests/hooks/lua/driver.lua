@@ -37,6 +37,7 @@ local WRITABLE = {
     comment = "string", admin_comment = "string", req_nodes = "string", partition = "string",
     num_tasks = "number", min_nodes = "number", max_nodes = "number",
     req_switch = "number", wait4switch = "number",
+    segment_size = "number",  -- 26.05+ only (job_submit_lua.c, commit ae5a0d6d77): sent only there
 }
 local DEFAULTS = {
     num_tasks = NO_VAL, cpus_per_task = NO_VAL16, time_limit = NO_VAL, min_nodes = NO_VAL,

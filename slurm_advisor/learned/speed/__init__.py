@@ -1,0 +1,1 @@
+"""The site's speed model: vocabulary, features, network, fit, ensemble (see ``learned``)."""

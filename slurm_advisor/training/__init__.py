@@ -1,0 +1,3 @@
+"""Training, one pipeline (``train.train``): fit the speed model, warm-start the policy by
+imitation, distil the search (``distill``), fine-tune by actor-critic with replay (``rl``), pick
+what to deploy by the gate, and save the model directory (``checkpoint``). torch throughout."""
