@@ -220,6 +220,9 @@ class BackfillPass:
         self.weights = weights
         self.layout, self.now, self.window_s = layout, now, window_s
         self.memo = memo if memo is not None else ChoiceMemo()
+        release = self.memo.release  # its rules, read once: will-run asks them on every try
+        self._windows, self._gone_at_start = release.will_run_windows, release.gone_at_start_res
+        self._last_relevant_job = release.starts_at_last_relevant_job
         self.resolution, self.epoch = resolution_s, epoch_s
         self.free = free.copy()
         # free on all nodes now: no job needing more can start (column by column: numpy's sum
@@ -328,7 +331,7 @@ class BackfillPass:
         """``_attempt_backfill`` from the ``TRY_LATER`` label on, for one job."""
         start_res, horizon = self.now, self.now + self.window_s
         while True:
-            avail, later = self.space.walk(start_res, start_res + limit, self.memo.release.will_run_windows)
+            avail, later = self.space.walk(start_res, start_res + limit, self._windows)
             found = self._will_run(job, avail, max_nodes, start_res, later)
             if found is None:
                 if later is None:
@@ -362,7 +365,7 @@ class BackfillPass:
         if self.weights is not None:
             return self._will_run_test(job, avail, max_nodes, start_res, later)
         key = (avail, job.num_ps, job.num_workers, job.ps_demand, job.worker_demand, max_nodes)
-        if self.memo.release.will_run_windows:
+        if self._windows:
             key += (start_res, later)
         if key not in self._will_runs:
             self._will_runs[key] = self._will_run_test(job, avail, max_nodes, start_res, later)
@@ -371,7 +374,7 @@ class BackfillPass:
     def _will_run_test(self, job: Job, avail: int, max_nodes: int | None, start_res: float,
                        later: float | None) -> tuple[float, np.ndarray] | None:
         usable = self._usable(avail)
-        windows = self.memo.release.will_run_windows
+        windows = self._windows
         if not windows or start_res <= self.now:  # 24.11 tests a later try in the future only
             found = self._choose(np.where(usable[:, None], self.free, 0), job, max_nodes)
             if found is not None:
@@ -385,7 +388,7 @@ class BackfillPass:
             # _build_cr_job_list (4107be4f80): jobs ending before start_res are gone first, and
             # (3d8d6cb4e9) none ending after later_start is removed: the job waits for a later try
             # 25.05+ (324f83551b) also those ending at start_res
-            side = "right" if self.memo.release.gone_at_start_res else "left"
+            side = "right" if self._gone_at_start else "left"
             gone = int(np.searchsorted(ends, start_res, side=side))
             early = touching[touching < gone]
             for i in early.tolist():
@@ -413,15 +416,15 @@ class BackfillPass:
             beyond = int(np.searchsorted(ends, align + window, side="right"))
             k = int(np.searchsorted(touching, max(first, beyond - 1)))
             last = int(touching[min(k, len(touching) - 1)])
-            np.add.at(future, cols[offsets[done]:_stop(offsets, cols, last)],
-                      vals[offsets[done]:_stop(offsets, cols, last)])
+            stop = _stop(offsets, cols, last)
+            np.add.at(future, cols[offsets[done]:stop], vals[offsets[done]:stop])
             done = last + 1
             window *= 2
             while k < len(touching) and last + 1 < len(ends) and ends[last + 1] > align + window:
                 window *= 2
             found = self._choose(np.where(usable[:, None], future, 0), job, max_nodes)
             if found is not None:
-                if self.memo.release.starts_at_last_relevant_job:
+                if self._last_relevant_job:
                     last = self._last_relevant(touching[:k + 1], found, last)
                 return self._guess_end(float(ends[last])), found
             k += 1
