@@ -1,9 +1,10 @@
-"""What it costs that the live path advises only layouts Slurm 22.05 can express.
+"""What it costs that the live path advises only layouts Slurm's per-node counts express, and what
+exact layouts (``-m arbitrary``, Slurm 23.11+) buy back.
 
 On a real Slurm the daemon differs from the simulator in two ways (README, "On a real Slurm"):
 every task of a job gets the same demand (a PS task is allocated a worker's GPUs), and Slurm,
 not the policy, decides how many tasks each pinned node gets (``slurm/expressible.py``). Each
-policy runs every trace three ways, side by side in one run:
+policy runs every trace four ways, side by side in one run:
 
 - ``simulated``: as the simulator runs it today (PS tasks ask ``ps_demand``, the policy's layout);
 - ``uniform``: every job's ``ps_demand`` replaced by its ``worker_demand`` (what Slurm allocates);
@@ -11,6 +12,9 @@ policy runs every trace three ways, side by side in one run:
   ``AdviceService`` does (:class:`ExpressedPolicy`), the fallback's too. Where Slurm would not
   start the job on the advised nodes now, the daemon replies ``none`` and the job is Slurm's own:
   here, cons_tres' unpinned choice (``slurm-default``).
+- ``exact``: uniform, and every placement passed through ``exact()`` as the daemon does for a job
+  submitted with ``-m arbitrary`` on Slurm 23.11+ (24.11 here): the policy's own per-node counts
+  where each node holds its tasks, else Slurm's own choice, as for ``expressed``.
 
 Traces: ``examples/traces/large-mix.csv`` and synthetic ``large`` traces of seeds 61-66
 (used nowhere else: not the training 11, judge 41 or test 31-33 seeds of placement_quality.py,
@@ -31,6 +35,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -45,24 +50,28 @@ from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.metrics import SimResult
 from slurm_advisor.sim.trace import read_trace
 from slurm_advisor.sim.workload import at_offered_load, offered_load
-from slurm_advisor.slurm.expressible import express
+from slurm_advisor.slurm.expressible import exact, express
+from slurm_advisor.slurm.release import Release
 from slurm_advisor.speedmodels import load_speed_model
 from slurm_advisor.traces.synthetic import synthetic_jobs
 
 REPO = Path(__file__).resolve().parents[1]
 POLICIES = ("slurm-default", "learned")
-VARIANTS = ("simulated", "uniform", "expressed")
+VARIANTS = ("simulated", "uniform", "expressed", "exact")
+#: how each variant turns a placement into what Slurm allocates (None: as the policy chose it)
+EXPRESS = {"expressed": express, "exact": partial(exact, release=Release(24, 11, 5))}
 SEEDS = (61, 62, 63, 64, 65, 66)
 OFFERED_LOAD = 0.6
 SIM_SEED = 0
 
 
 class ExpressedPolicy:
-    """``inner``'s placement as Slurm lays it out when the job is pinned to its nodes; None and
-    Holds unchanged. Where Slurm would not start the job there now, Slurm's own choice."""
+    """``inner``'s placement as Slurm lays it out when the job is pinned to its nodes (``how``:
+    ``express``, or ``exact`` for an arbitrary-distribution pin); None and Holds unchanged. Where
+    Slurm would not start the job there now, Slurm's own choice."""
 
-    def __init__(self, inner: Policy, counts: Counter):
-        self.inner, self.counts, self.name = inner, counts, inner.name
+    def __init__(self, inner: Policy, counts: Counter, how=express):
+        self.inner, self.counts, self.name, self.how = inner, counts, inner.name, how
         self._slurm = SlurmDefaultPolicy()
 
     def place(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Placement | Hold | None:
@@ -70,7 +79,7 @@ class ExpressedPolicy:
         if placement is None or isinstance(placement, Hold):
             return placement
         self.counts["placements"] += 1
-        expressed = express(snapshot, job, placement)
+        expressed = self.how(snapshot, job, placement)
         if expressed is None or not snapshot.fits(job, expressed):
             self.counts["refused"] += 1  # the daemon replies "none": Slurm places the job itself
             return self._slurm.place(snapshot, job)
@@ -97,9 +106,9 @@ def run_one(nodes, jobs: list[Job], truth, policy: str, variant: str) -> tuple[S
     counts: Counter = Counter()
     inner = make_policy(policy, PolicyContext(truth=truth))
     fallback = SlurmDefaultPolicy() if policy == "learned" else None
-    if variant == "expressed":
-        inner = ExpressedPolicy(inner, counts)
-        fallback = ExpressedPolicy(fallback, counts) if fallback else None
+    if variant in EXPRESS:
+        inner = ExpressedPolicy(inner, counts, EXPRESS[variant])
+        fallback = ExpressedPolicy(fallback, counts, EXPRESS[variant]) if fallback else None
     trace = jobs if variant == "simulated" else uniform(jobs)
     sim = Simulation(nodes, trace, Advisor(inner, fallback=fallback), truth, seed=SIM_SEED)
     return sim.run(), counts
@@ -187,8 +196,14 @@ def print_table(out: dict) -> None:
         ratios = [p["learned"][variant]["avg_jct_h"] / p["slurm-default"][variant]["avg_jct_h"] for p in rows]
         print(f"learned/slurm-default avg JCT, both {variant}: {_spread(ratios)}")
     # On a real Slurm without the advisor, jobs get uniform demand and Slurm's own (unpinned) layout.
-    ratios = [p["learned"]["expressed"]["avg_jct_h"] / p["slurm-default"]["uniform"]["avg_jct_h"] for p in rows]
-    print(f"learned expressed / slurm-default uniform (Slurm without the advisor) avg JCT: {_spread(ratios)}")
+    for variant in ("expressed", "exact"):
+        ratios = [p["learned"][variant]["avg_jct_h"] / p["slurm-default"]["uniform"]["avg_jct_h"] for p in rows]
+        print(f"learned {variant} / slurm-default uniform (Slurm without the advisor) avg JCT: {_spread(ratios)}")
+    # what exact layouts buy over Slurm's own per-node counts, the same policy both ways
+    for policy in POLICIES:
+        ratios = [row["policies"][policy]["exact"]["avg_jct_h"] / row["policies"][policy]["expressed"]["avg_jct_h"]
+                  for row in out["traces"].values() if policy in row["policies"]]
+        print(f"{policy} exact/expressed avg JCT: {_spread(ratios)}")
 
 
 def _spread(ratios: list[float]) -> str:

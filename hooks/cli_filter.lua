@@ -142,6 +142,10 @@ local function pre_submit(options)
     if kind == "srun" and os.getenv("SLURM_JOB_ID") then return end  -- a step inside an allocation
     if kind ~= "sbatch" and kind ~= "salloc" and kind ~= "srun" then return end
     if advisor.disabled() then return end
+    -- -m arbitrary: a node list without one entry per task would give Slurm 23.11+ one task per
+    -- node; the job_submit hook pins such a job exactly (hooks/slurm_advisor.lua), not this side
+    local distribution = options["distribution"]
+    if type(distribution) == "string" and distribution:find("^arbitrary") then return end
     local plan, why = advisor.advise(read_options(options))
     if plan == nil then
         if why then slurm.log_info("%s", "slurm-advisor: " .. why .. "; options left as given") end

@@ -317,6 +317,19 @@ local function number(value)
     return value
 end
 
+-- Whether the job was submitted with -m arbitrary: job_desc has no task_dist field on any release
+-- (job_submit_lua.c), but sbatch writes its req_nodes, as sent, into the job's environment as
+-- SLURM_ARBITRARY_NODELIST (sbatch.c, 22.05 to 26.05), and slurmd lays the batch step out from
+-- it. Equal to req_nodes: this submission's, not one inherited from a parent job's environment
+-- (sbatch without -m arbitrary also removes the list's repeats). nil for a job with no environment.
+local function submitted_arbitrary(job_desc)
+    local env = job_desc.environment
+    if env == nil then return nil end
+    local list = env.SLURM_ARBITRARY_NODELIST
+    if type(list) ~= "string" or list == "" then return nil end
+    return list == job_desc.req_nodes
+end
+
 -- The protocol's `job` fields from a job_desc (Slurm's proxy or any table with its field names).
 local function read_job(job_desc)
     -- min_mem_per_cpu/_node come without Slurm's MEM_PER_CPU bit; pn_min_memory holds it in a
@@ -377,6 +390,7 @@ local function read_job(job_desc)
         { "dependency", text(job_desc.dependency) },
         { "begin_time", number(job_desc.begin_time) },
         { "bitflags", number(job_desc.bitflags) },
+        { "arbitrary", submitted_arbitrary(job_desc) },
     }
 end
 
@@ -395,6 +409,22 @@ local function check_text(reply, name, pattern, max_len)
         fail(name .. " must be a non-empty string of allowed characters, not " .. quote(v))
     end
     return v
+end
+
+-- An exact pin's req_nodes (-m arbitrary): one node per task, the plan's task count and node count.
+local function check_task_nodes(reply, plan)
+    local list = check_text(reply, "task_nodes", "[^%w%-_.,]", MAX_LINE)
+    local tasks, nodes, seen = 0, 0, {}
+    for name in (list .. ","):gmatch("([^,]*),") do
+        if name == "" then fail("task_nodes has an empty name") end
+        tasks = tasks + 1
+        if not seen[name] then seen[name], nodes = true, nodes + 1 end
+    end
+    if tasks ~= plan.num_tasks or nodes ~= plan.nodes_count then
+        fail("task_nodes names " .. tasks .. " tasks on " .. nodes .. " nodes, not " .. plan.num_tasks
+             .. " on " .. plan.nodes_count)
+    end
+    return list
 end
 
 -- The plan for a decoded reply: nil for "none", else {action, decision, and the values to write}.
@@ -421,6 +451,7 @@ local function plan_from(reply)
         plan.layout = check_text(reply, "layout", "[^%w%-_.,;=%[%]]", MAX_LINE)
         -- topology/block on 26.05+: a pin across blocks as segments each inside one block
         plan.segment_size = check_int(reply, "segment_size", 1, true)
+        if reply.task_nodes ~= nil then plan.task_nodes = check_task_nodes(reply, plan) end
     else
         plan.max_nodes = check_int(reply, "max_nodes", 1)
         plan.switches = check_int(reply, "switches", 1, true)
@@ -593,7 +624,9 @@ local function apply(job_desc, plan)
         return
     end
     if plan.action == "place" then
-        job_desc.req_nodes = plan.nodes
+        job_desc.req_nodes = plan.task_nodes or plan.nodes
+        -- slurmd lays the batch step out from it: it must name the pin's tasks, not the user's
+        if plan.task_nodes and env ~= nil then env.SLURM_ARBITRARY_NODELIST = plan.task_nodes end
         job_desc.min_nodes = plan.nodes_count
         job_desc.max_nodes = plan.nodes_count
         job_desc.num_tasks = plan.num_tasks
@@ -612,11 +645,25 @@ local function apply(job_desc, plan)
     end
 end
 
+-- A plan for a job submitted with -m arbitrary must name every task's node (Slurm counts its
+-- req_nodes entries per node) and must not cap its node count (fixed by the list); a plan for any
+-- other job must not (22.05 refuses repeats). Else nil and why: the job passes unmodified.
+local function fits_distribution(plan, arbitrary)
+    if arbitrary and (plan.action == "cap" or (plan.action == "place" and not plan.task_nodes)) then
+        return nil, "bad reply ignored: a " .. plan.action .. " without task_nodes for a job submitted with -m arbitrary"
+    end
+    if not arbitrary and plan.task_nodes then
+        return nil, "bad reply ignored: task_nodes for a job not submitted with -m arbitrary"
+    end
+    return plan
+end
+
 local function submit(job_desc)
     local comment = job_desc.comment
     if type(comment) ~= "string" or not string.find(comment, MARKER, 1, true) then return end
     if disabled() then return end
     local plan, why = advise(read_job(job_desc), true)
+    if plan ~= nil then plan, why = fits_distribution(plan, submitted_arbitrary(job_desc)) end
     if plan == nil then
         if why then
             local log = why:find("^daemon refused") and slurm.log_info or slurm.log_error

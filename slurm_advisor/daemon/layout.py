@@ -3,7 +3,8 @@
 An advised job carries ``SLURM_ADVISOR_LAYOUT`` (``ps=n1;worker=n1,n3,n3``: the node of each task
 in task order, PS first; docs/protocol.md). A job that was not advised (daemon down, observe
 mode, kill switch) gets its layout from Slurm's own allocation: ``SLURM_JOB_NODELIST`` expanded
-and ``SLURM_TASKS_PER_NODE``, tasks in node order, the first ones PS. How many are PS: ``--ps``,
+and ``SLURM_TASKS_PER_NODE``, tasks in node order, the first ones PS (a ``-m arbitrary`` batch job,
+which Slurm gives no SLURM_TASKS_PER_NODE: its ``SLURM_ARBITRARY_NODELIST``, one node per task). How many are PS: ``--ps``,
 else ``SLURM_ADVISOR_PS``, else the ``ps=`` of the job's marker, which the hook copies from the
 job's comment into ``SLURM_ADVISOR_MARKER`` (a job's comment is not in its environment). Every
 node name is checked against :data:`NODE_NAME` before it is used, so what comes out (shell
@@ -27,6 +28,8 @@ ENV_NODELIST = "SLURM_JOB_NODELIST"
 ENV_TASKS_PER_NODE = "SLURM_TASKS_PER_NODE"
 ENV_STEP_NODELIST = "SLURM_STEP_NODELIST"
 ENV_STEP_TASKS_PER_NODE = "SLURM_STEP_TASKS_PER_NODE"
+ENV_ARBITRARY = "SLURM_ARBITRARY_NODELIST"  # sbatch -m arbitrary's -w list, one node per task
+ENV_NTASKS = "SLURM_NTASKS"
 ENV_PS = "SLURM_ADVISOR_PS"
 ENV_MARKER = "SLURM_ADVISOR_MARKER"  # the job's `slurm-advisor:` marker, set by the hook
 ENV_PROCID = "SLURM_PROCID"
@@ -124,12 +127,30 @@ def _allocation(env: Mapping[str, str]) -> list[str]:
         raise InputError(f"{ENV_NODELIST} is not set: run inside a Slurm job, or set {ENV_LAYOUT}")
     nodes = expand_hostlist(spec, list_var)
     if not env.get(count_var, "").strip():
+        arbitrary = _arbitrary_tasks(env, set(nodes))
+        if arbitrary:
+            return arbitrary
         raise InputError(f"{count_var} is not set, though {list_var} is: run inside a Slurm job")
     counts = expand_task_counts(env[count_var], count_var)
     if len(counts) != len(nodes):
         raise InputError(f"{count_var}={env[count_var]!r} counts {len(counts)} nodes, "
                          f"{list_var}={spec!r} names {len(nodes)}")
     return [node for node, count in zip(nodes, counts) for _ in range(count)]
+
+
+def _arbitrary_tasks(env: Mapping[str, str], allocated: set[str]) -> list[str] | None:
+    """One node per task from ``SLURM_ARBITRARY_NODELIST``, the list a ``-m arbitrary`` batch job
+    was submitted with (or the advisor's exact pin), by which slurmd lays out its batch step and
+    sets no SLURM_TASKS_PER_NODE (24.11 and 26.05 testbeds); None where it is unset, names a node
+    outside the allocation, or is not one node per task (22.05 drops the list's repeats)."""
+    spec = env.get(ENV_ARBITRARY, "").strip()
+    if not spec:
+        return None
+    tasks = expand_hostlist(spec, ENV_ARBITRARY)
+    count = env.get(ENV_NTASKS, "").strip()
+    if not set(tasks) <= allocated or (count.isdigit() and int(count) != len(tasks)):
+        return None
+    return [_check_name(node, ENV_ARBITRARY) for node in tasks]
 
 
 def _ps_count(env: Mapping[str, str], ps: int | None, tasks: int) -> tuple[int, str, str | None]:

@@ -30,6 +30,9 @@ class Pin:
     job: Job
     placement: Placement | None = None
     max_nodes: int | None = None
+    #: pinned task by task (-m arbitrary): Slurm refuses to change such a job's node list or node
+    #: count ("Requested operation not supported", 24.11 testbed), so the pin cannot be released
+    exact: bool = False
 
 
 def pin_of(decision: Decision | None, job_of) -> Pin | None:
@@ -50,7 +53,8 @@ def pin_of(decision: Decision | None, job_of) -> Pin | None:
         return None
     if decision.action == "cap":
         return Pin(job, max_nodes=decision.max_nodes)
-    return Pin(job, placement=Placement(job.id, tasks))
+    exact = isinstance(decision.request, dict) and decision.request.get("arbitrary") is True
+    return Pin(job, placement=Placement(job.id, tasks), exact=exact)
 
 
 def stuck(snapshot: ClusterSnapshot, pin: Pin) -> str | None:

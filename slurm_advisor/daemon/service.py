@@ -37,6 +37,13 @@ leaves the job to Slurm as submitted: the reply is ``observe`` (the hook only ap
 decision id to ``admin_comment``), so every marked job leaves a decision with its reason, and
 ``explain``, ``shadow`` and the retrain see it. ``none`` remains only for a daemon with no
 snapshot yet.
+
+**Exact layouts for jobs submitted with ``-m arbitrary``.** Where the release allocates arbitrary
+layouts (``Release.allocates_arbitrary``, 23.11+) and no topology plugin chooses nodes, the pin
+is the policy's layout itself (``slurm/expressible.py:exact``): the reply's ``task_nodes`` names
+each task's node and the hook writes it as ``req_nodes``, so Slurm allocates exactly those tasks
+per node. Such a job is only ever pinned this way or left to Slurm: never capped (its node count
+is fixed by its list) and never "Slurm's own choice" (that is its own ``-w`` list).
 """
 from __future__ import annotations
 
@@ -57,6 +64,7 @@ from slurm_advisor.domain.decision import LEFT_TO_SLURM, Decision
 from slurm_advisor.slurm import hostlist
 from slurm_advisor.slurm.blocks import Blocks
 from slurm_advisor.slurm.cons_tres import select
+from slurm_advisor.slurm.expressible import arbitrary_nodes, exact
 from slurm_advisor.slurm.marker import MAX_TASKS, MarkerError
 from slurm_advisor.slurm.release import DEFAULT, Release
 from slurm_advisor.slurm.request import Mismatch, Submission, read
@@ -65,6 +73,10 @@ Express = Callable[[ClusterSnapshot, Job, Placement], Placement | None]
 SLURMS_CHOICE = "slurm's own choice: not pinned, Slurm places it there itself"
 NOT_EXPRESSIBLE = "Slurm cannot lay the advised nodes out for this job now"
 BLOCKS = "topology/block"
+NO_ARBITRARY = ("-m arbitrary: Slurm {release} allocates its own tasks per node and lays the batch step "
+                "out from the job's -w list (exact layouts from 23.11)")
+ARBITRARY_TOPOLOGY = ("-m arbitrary under a topology plugin: its node choice ignores the per-task list "
+                      "(topology/tree) or refuses it (topology/block)")
 
 
 class DecisionIds:
@@ -168,11 +180,14 @@ class AdviceService:
             advisor.advise(snapshot, job, rng or self._rng)
         view = allowed(snapshot, job)  # what the advice was made on
         own = advice.placement is not None and self.pins and self.blocks is None and not sub.unpinnable and \
+            not sub.arbitrary and \
             slurms_choice(view, job, advice.placement, topology=self.has_switches, release=self.release or DEFAULT)
         placement, reason = (advice.placement, "") if own else self._expressed(view, job, advice, sub)
         layout = _layout(placement)
         action = "observe" if own else self._action(mode, placement, advice, snapshot, job)
         cap_nodes, segment, why = advice.max_nodes, None, ""
+        if action == "cap" and sub.arbitrary:
+            action = "observe"  # a cap below its list's node count: Slurm refuses the job
         if action == "place":
             action, cap_nodes, segment, why = self._pin_or_cap(placement, cap_nodes)
         reason = "; ".join(r for r in (left or reason or advice.reason, why, SLURMS_CHOICE if own else "") if r)
@@ -186,6 +201,8 @@ class AdviceService:
                          num_tasks=job.num_tasks, layout=format_layout(layout))
             if segment is not None:
                 reply["segment_size"] = segment
+            if sub.arbitrary:
+                reply["task_nodes"] = arbitrary_nodes(placement)
         elif action == "cap":
             held = advice.held
             reply.update(max_nodes=cap_nodes, switches=1 if self.has_switches and held else None,
@@ -259,13 +276,18 @@ class AdviceService:
             return None, ""
         if sub.unpinnable:
             return None, sub.unpinnable
-        placement = self.express(snapshot, job, advice.placement)
-        if placement is None or not snapshot.fits(job, placement):
-            return None, NOT_EXPRESSIBLE
-        broken = job.request.violations(snapshot, placement) if job.request is not None else []
-        if broken:
-            return None, f"{NOT_EXPRESSIBLE}: {'; '.join(broken)}"
-        return placement, ""
+        if sub.arbitrary:
+            return self._exact(snapshot, job, advice.placement)
+        return _honoured(snapshot, job, self.express(snapshot, job, advice.placement))
+
+    def _exact(self, snapshot: ClusterSnapshot, job: Job, advised: Placement) -> tuple[Placement | None, str]:
+        """The policy's own layout for a job submitted with -m arbitrary, where Slurm allocates it."""
+        release = self.release or DEFAULT
+        if not release.allocates_arbitrary:
+            return None, NO_ARBITRARY.format(release=release)
+        if self.has_switches or self.blocks is not None or not self.pins:
+            return None, ARBITRARY_TOPOLOGY
+        return _honoured(snapshot, job, exact(snapshot, job, advised, release))
 
     @staticmethod
     def _action(mode: str, placement: Placement | None, advice: Advice, snapshot: ClusterSnapshot,
@@ -296,6 +318,16 @@ def slurms_choice(snapshot: ClusterSnapshot, job: Job, placement: Placement, *, 
     min_nodes, max_nodes = (1, None) if request is None else (request.min_nodes, request.max_nodes)
     slurm = select(snapshot, job, topology=topology, min_nodes=min_nodes, max_nodes=max_nodes, release=release)
     return slurm is not None and sorted(slurm.per_node()) == sorted(placement.per_node())
+
+
+def _honoured(snapshot: ClusterSnapshot, job: Job, placement: Placement | None) -> tuple[Placement | None, str]:
+    """``placement`` and no reason where Slurm starts it now and it honours the job's request."""
+    if placement is None or not snapshot.fits(job, placement):
+        return None, NOT_EXPRESSIBLE
+    broken = job.request.violations(snapshot, placement) if job.request is not None else []
+    if broken:
+        return None, f"{NOT_EXPRESSIBLE}: {'; '.join(broken)}"
+    return placement, ""
 
 
 def _layout(placement: Placement | None) -> list[tuple[str, str]]:

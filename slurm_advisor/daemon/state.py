@@ -131,6 +131,7 @@ class Refresher:
         self.on_advised = on_advised
         self.after_refresh = after_refresh  # every refresh, failed or not (the daemon follows promotions)
         self._pins: dict[str, Pin | None] = {}  # decision -> its pin, for the jobs still waiting
+        self._kept: set[str] = set()  # decisions whose exact pin was due but cannot be released
         self._stop = threading.Event()
         self._one_at_a_time = threading.Lock()  # the thread's refreshes and a direct call (tests, start)
         self._thread = threading.Thread(target=self._run, name="snapshot-refresh", daemon=True)
@@ -191,13 +192,18 @@ class Refresher:
         pins, self._pins = self._pins, {}
         due: list[tuple[AdvisedJob, str | None]] = []  # (job, why its pin is stuck; None: the bound)
         stuck_now: dict[str, tuple[AdvisedJob, str]] = {}
+        kept, self._kept = self._kept, set()
         for job in advised:
             if not job.waiting:
+                continue
+            pin = self._pin(job, pins)
+            if pin is not None and pin.exact:
+                self._keep_exact(job, now, kept)
                 continue
             if now - job.submit_time > self.pin_bound_s:
                 due.append((job, None))
                 continue
-            why = self._stuck(job, snapshot, pins)
+            why = None if pin is None else stuck(snapshot, pin)
             if why is not None:
                 stuck_now[job.job_id] = (job, why)
         if stuck_now:
@@ -215,9 +221,21 @@ class Refresher:
             log.info("unpinned job %s (decision %s): %s", job.job_id, job.decision,
                      why or f"pending {now - job.submit_time:.0f} s > {self.pin_bound_s:.0f} s")
 
-    def _stuck(self, job: AdvisedJob, snapshot: ClusterSnapshot, known: dict[str, Pin | None]) -> str | None:
-        """Why the job's pin cannot hold it on ``snapshot`` (None: it can, or unknown). Each pin is
-        read once (a decision, parsed) and kept while its job waits."""
+    def _keep_exact(self, job: AdvisedJob, now: float, kept: set[str]) -> None:
+        """An exact pin (-m arbitrary) is never released: Slurm refuses to change such a job's
+        nodes. Said once, when its job has waited past the bound."""
+        if now - job.submit_time <= self.pin_bound_s:
+            return
+        self._kept.add(job.decision)
+        if job.decision not in kept:
+            log.info("job %s (decision %s) pending %.0f s > %.0f s stays pinned: Slurm does not change "
+                     "the nodes of a -m arbitrary job", job.job_id, job.decision, now - job.submit_time,
+                     self.pin_bound_s)
+
+    def _pin(self, job: AdvisedJob, known: dict[str, Pin | None]) -> Pin | None:
+        """The job's pin, read once (a decision, parsed) and kept while its job waits."""
+        if job.decision in self._pins:
+            return self._pins[job.decision]
         if job.decision in known:
             pin = known[job.decision]
         else:
@@ -227,7 +245,7 @@ class Refresher:
                 log.exception("cannot tell what the pin of job %s needs", job.job_id)
                 pin = None
         self._pins[job.decision] = pin
-        return None if pin is None else stuck(snapshot, pin)
+        return pin
 
     def _still_waiting(self) -> set[str]:
         """The jobs still pending under a pin, read after the snapshot (none when the read fails)."""

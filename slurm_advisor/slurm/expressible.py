@@ -254,3 +254,42 @@ def express(snapshot: ClusterSnapshot, job: Job, placement: Placement, release: 
     moved = job.num_ps - len(ps_nodes)
     ps_nodes = sorted(ps_nodes + rest[:moved], key=snapshot.index)
     return Placement.of(job, ps_nodes + rest[moved:])
+
+
+def exact(snapshot: ClusterSnapshot, job: Job, placement: Placement, release: Release = DEFAULT) -> Placement | None:
+    """``placement`` itself when a job submitted with ``-m arbitrary`` and pinned to it task by task
+    (``req_nodes`` one entry per task, :func:`arbitrary_nodes`) starts there now on ``release``;
+    None when it would not, or when the release does not allocate arbitrary layouts (22.05: see
+    ``Release.allocates_arbitrary``).
+
+    From slurm-24-11-5-1: ``common/job_record.c:job_record_calc_arbitrary_tpn`` counts each
+    node's entries into ``arbitrary_tpn``; ``topology/common/eval_nodes.c`` then asks each
+    required node for exactly ``tpn * c`` CPUs (a node with fewer usable CPUs fails the job, which
+    stays pending) and caps its tasks there (``_set_max_tasks``: GPUs for those tasks only); the
+    GPUs a node may count (``gres_filter.c:_set_max_gres``, one kept back per later node) never
+    bind, since every later node holds a task of its own. ``cons_tres/dist_tasks.c`` lays out no
+    more than ``tpn`` tasks per node. So a node needs room for its tasks: CPUs cut by memory in
+    whole tasks (``can_job_run_on_node``) and g GPUs each. Checked on the 24.11 and 26.05 testbeds
+    (``tests/integration/test_slurm_arbitrary.py``)."""
+    if not release.allocates_arbitrary:
+        return None
+    if job.num_ps and job.ps_demand != job.worker_demand:
+        raise ValueError(f"job {job.id}: Slurm gives every task the same demand, but PS tasks ask "
+                         f"{job.ps_demand} and workers {job.worker_demand}")
+    per_node = placement.per_node()
+    index = snapshot.layout.index
+    if any(node not in index for node, _, _ in per_node):
+        raise ValueError(f"job {job.id}: placement names nodes not in the cluster: {list(placement.nodes())}")
+    rows = snapshot.free_array()[[index[node] for node, _, _ in per_node]]
+    demand = job.worker_demand
+    room = usable_slots(rows, Resources(demand.cpus, 0, demand.mem_mb))
+    if demand.gpus:
+        room = np.minimum(room, rows[:, 1] // demand.gpus)
+    wanted = np.array([ps + workers for _, ps, workers in per_node])
+    return placement if (room >= wanted).all() else None
+
+
+def arbitrary_nodes(placement: Placement) -> str:
+    """``req_nodes`` (and ``SLURM_ARBITRARY_NODELIST``) for an exact pin: each task's node, in task
+    order (PS first), so the batch step's ranks follow the advised layout."""
+    return ",".join(task.node for task in placement.tasks)

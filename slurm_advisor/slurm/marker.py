@@ -1,7 +1,9 @@
 """The submit marker: what a user writes into ``--comment`` to ask for advice. Pure.
 
-``slurm-advisor: type=<model> ps=<n> workers=<n> [model_mb=<x>] [batch=<n>] [iters=<x>]``
-anywhere in the comment. The counts are bounded (:data:`MAX_TASKS`), so that no comment makes the
+``slurm-advisor: type=<model> ps=<n> workers=<n> [model_mb=<x>] [batch=<n>] [iters=<x>] [nodes=any]``
+anywhere in the comment. ``nodes=any`` is for a job submitted with ``-m arbitrary``, whose ``-w``
+list sbatch requires: it says that list is only the layout to run without the advisor, and the
+advisor may choose the nodes (``slurm/request.py``). The counts are bounded (:data:`MAX_TASKS`), so that no comment makes the
 daemon build a per-task structure of a billion entries; Slurm's own task count, where the
 user gave one, must match them (``slurm/request.py``).
 """
@@ -17,7 +19,10 @@ MARKER = "slurm-advisor:"
 MAX_TASKS = 100_000
 
 _MARKER_RE = re.compile(r"slurm-advisor:((?:\s+[a-z_]+=[^\s]+)+)")
-_MARKER_KEYS = {"type": str, "ps": int, "workers": int, "model_mb": float, "batch": int, "iters": float}
+_MARKER_KEYS = {"type": str, "ps": int, "workers": int, "model_mb": float, "batch": int, "iters": float,
+                "nodes": str}
+#: keys whose value is one of a few words
+_CHOICES = {"nodes": ("any",)}
 _REQUIRED_MARKER_KEYS = ("type", "ps", "workers")
 _TYPE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
 
@@ -36,6 +41,7 @@ class Marker:
     model_mb: float | None = None
     batch: int | None = None
     iters: float | None = None
+    nodes: str | None = None  # "any": the job's -w list (-m arbitrary) is not a requirement
 
 
 def parse_marker(comment: str | None) -> Marker | None:
@@ -65,6 +71,10 @@ def parse_marker(comment: str | None) -> Marker | None:
 
 def _marker_value(key: str, raw: str) -> Any:
     kind = _MARKER_KEYS[key]
+    if key in _CHOICES:
+        if raw not in _CHOICES[key]:
+            raise MarkerError(f"comment: marker {key}={raw!r} must be one of: {', '.join(_CHOICES[key])}")
+        return raw
     if kind is str:
         if not _TYPE_RE.fullmatch(raw):
             raise MarkerError(f"comment: marker {key}={raw!r} must be letters, digits and _.+- (64 at most)")

@@ -33,6 +33,15 @@ named after what Slurm does, with the tag it was read from:
   segment_size to job_desc"; read at slurm-26-05-3-1): the job submit hook can set
   ``segment_size``, so under topology/block a pin across blocks can go as segments
   (``slurm/blocks.py``). 24.11's job_submit_lua.c has no such field.
+- :attr:`Release.allocates_arbitrary` (23.11+, commit 0edc1f2673 "Fix how arbitrary distribution
+  allocates cpus", first in slurm-23-11-0-1; read at slurm-24-11-5-1): a job submitted with
+  ``-m arbitrary`` whose ``req_nodes`` repeats a node once per task (``n1,n3,n3,n3``) with
+  ``min_nodes`` = the distinct count is allocated exactly those tasks per node
+  (``common/job_record.c:job_record_calc_arbitrary_tpn`` -> ``details->arbitrary_tpn``, which
+  ``topology/common/eval_nodes.c`` and ``cons_tres/dist_tasks.c`` follow). 22.05 has no
+  ``arbitrary_tpn``: sbatch removes the repeats, cons_tres lays the job out as any other, and a
+  hook that writes repeats is refused at submission (``job_mgr.c:validate_job_create_req``
+  counts them as nodes: "Node count specification invalid"; all three measured on the testbed).
 """
 from __future__ import annotations
 
@@ -63,6 +72,10 @@ class Release:
     @property
     def spreads_job_gpus(self) -> bool:
         return (self.major, self.minor) >= (24, 5)
+
+    @property
+    def allocates_arbitrary(self) -> bool:
+        return (self.major, self.minor) >= (23, 11)
 
     @property
     def keeps_gpu_weights(self) -> bool:

@@ -14,13 +14,20 @@ Some requests are modelled but cannot be pinned exactly (Slurm lays out the task
 itself and the advisor cannot claim what it will take): :attr:`Submission.unpinnable` says why,
 and the job goes to Slurm as submitted, stamped only. A job that cannot start now whatever its
 nodes (``--hold``, a dependency, a begin time) gets :attr:`Submission.not_now`.
+
+``arbitrary`` (the hook's: the job was submitted with ``-m arbitrary``, see hooks/slurm_advisor.lua)
+gives :attr:`Submission.arbitrary`: where the release allocates arbitrary layouts
+(``Release.allocates_arbitrary``) the daemon pins such a job to the policy's exact layout, one
+``req_nodes`` entry per task. sbatch requires a ``-w`` list of such a job and derives ``-N`` from
+it; with ``nodes=any`` in the marker the user says that list is only the layout to run without
+the advisor: it and its node count then constrain nothing here.
 """
 from __future__ import annotations
 
 import math
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from slurm_advisor.domain.job import Job
@@ -38,6 +45,7 @@ MODELLED = {
     "-p/--partition": "partition", "--exclusive": "shared", "--oversubscribe": "shared",
     "--contiguous": "contiguous", "--switches": "req_switch, wait4switch",
     "--hold, -d/--dependency, --begin": "priority, dependency, begin_time (not pinned: cannot start now)",
+    "-m arbitrary": "arbitrary (the hook's: SLURM_ARBITRARY_NODELIST equals req_nodes)",
 }
 #: job_desc field -> the sbatch option a user knows it by: set, the job is left to Slurm.
 UNMODELLED = {
@@ -84,6 +92,8 @@ class Submission:
     unpinnable: str | None = None
     #: why the job cannot start now whatever its nodes (None: it can)
     not_now: str | None = None
+    #: submitted with -m arbitrary: Slurm 23.11+ allocates the tasks per node its req_nodes repeats
+    arbitrary: bool = False
 
     def job(self, job_id: str, *, user: str = "", time_limit_s: float | None = None) -> Job:
         """The domain's job: the marker's tasks, each of this shape, under this request."""
@@ -110,8 +120,11 @@ def read(fields: dict[str, Any], now: float | None = None) -> Submission:
     if tasks is not None and tasks != wanted:
         raise Mismatch(f"job.num_tasks is {tasks} but the marker says ps={marker.ps} workers={marker.workers}")
     not_now = _not_now(fields, time.time() if now is None else now)
+    arbitrary = fields.get("arbitrary")
+    if arbitrary is not None and not isinstance(arbitrary, bool):
+        raise Mismatch("job.arbitrary must be true, false or null")
     try:
-        return _modelled(fields, marker, not_now)
+        return replace(_modelled(fields, marker, not_now), arbitrary=bool(arbitrary))
     except Unmodelled as exc:
         cpus = _count_or_none(fields, "cpus_per_task") or 1
         return Submission(marker, wanted, Resources(cpus, 0, 0), JobRequest(), unmodelled=str(exc), not_now=not_now)
@@ -132,6 +145,11 @@ def _modelled(fields: dict[str, Any], marker: Marker, not_now: str | None) -> Su
     per_node = _count(fields, "ntasks_per_node")
     min_nodes = _count(fields, "min_nodes") or 1
     max_nodes = _count(fields, "max_nodes")
+    # -m arbitrary with nodes=any: the -w list and the -N sbatch derived from it are the layout
+    # to run without the advisor, not a request
+    fallback_list = fields.get("arbitrary") is True and marker.nodes == "any"
+    if fallback_list:
+        min_nodes, max_nodes = 1, None
     wanted = marker.ps + marker.workers
     if tasks is None and per_node is not None and max_nodes == min_nodes:
         tasks = per_node * min_nodes  # what slurmctld makes of -N with --ntasks-per-node
@@ -151,6 +169,8 @@ def _modelled(fields: dict[str, Any], marker: Marker, not_now: str | None) -> Su
     if _count(fields, "pn_min_cpus") not in (None, 0) and _count(fields, "pn_min_cpus") > cpus * (fixed or per_node or 1):
         raise Unmodelled("--mincpus", "pn_min_cpus")
     required, excluded = _nodes(fields, "req_nodes"), _nodes(fields, "exc_nodes")
+    if fallback_list:
+        required = frozenset()
     if required & excluded:
         raise Unmodelled("-w/-x", "a node both required and excluded")
     request = JobRequest(
@@ -158,18 +178,24 @@ def _modelled(fields: dict[str, Any], marker: Marker, not_now: str | None) -> Su
         gpus_per_node=gpus_node, required=required, excluded=excluded,
         features=_features(fields), partition=_partition(fields), exclusive=_exclusive(fields),
         contiguous=bool(_count(fields, "contiguous")), max_switches=_count(fields, "req_switch") or None)
+    if gpus_node and not gpus_task and fixed is not None and gpus_node % fixed == 0:
+        gpus_task = gpus_node // fixed
+    return Submission(marker, wanted, Resources(cpus, gpus_task, mem_task), request,
+                      unpinnable=_unpinnable(fields, request, fixed, gpus_task), not_now=not_now)
+
+
+def _unpinnable(fields: dict[str, Any], request: JobRequest, fixed: int | None, gpus_task: int) -> str | None:
+    """Why a modelled request cannot be pinned exactly (the last reason that applies), or None."""
     unpinnable = None
-    if gpus_node and not gpus_task:
-        if fixed is None or gpus_node % fixed:
-            unpinnable = "--gpus-per-node with a task count per node that Slurm chooses"
-        else:
-            gpus_task = gpus_node // fixed
+    if request.gpus_per_node and not gpus_task:
+        unpinnable = "--gpus-per-node with a task count per node that Slurm chooses"
     if request.exclusive and fixed is None:
         unpinnable = "--exclusive with a task count per node that Slurm chooses"
     if _partitions(fields) > 1:
         unpinnable = "several partitions requested: Slurm chooses one"
-    return Submission(marker, wanted, Resources(cpus, gpus_task, mem_task), request, unpinnable=unpinnable,
-                      not_now=not_now)
+    if fields.get("arbitrary") is True and request.max_tasks_per_node is not None:
+        unpinnable = "--ntasks-per-node with -m arbitrary: the pin names every task's node"
+    return unpinnable
 
 
 def _fixed_tasks_per_node(tasks: int, per_node: int | None, min_nodes: int, max_nodes: int | None) -> int | None:

@@ -14,6 +14,7 @@ from slurm_advisor.daemon.daemon import Daemon
 from slurm_advisor.daemon.queue import NoQueue
 from slurm_advisor.daemon.service import AdviceService
 from slurm_advisor.domain import ClusterSnapshot, Node, Placement
+from slurm_advisor.policies.base import Hold
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.store import Store
 
@@ -120,3 +121,15 @@ def refreshed(daemon: Daemon) -> None:
     """One full refresh of ``daemon`` now, in this thread (beside its refresh thread, never at
     once with it): the daemon has then read what the test changed before the call."""
     daemon.refresher.refresh_once()
+
+
+class Holding:
+    """A policy that always holds its job for one switch (a cap of one node)."""
+
+    name = "holder"
+
+    def place(self, snapshot, job, rng):
+        return Hold("waiting for one switch", max_nodes=1)
+
+    def score_nodes(self, snapshot, job):
+        return {}

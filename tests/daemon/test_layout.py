@@ -77,6 +77,26 @@ def test_without_a_layout_slurms_allocation_is_used_ps_first() -> None:
     assert from_env({**env, "SLURM_ADVISOR_DECISION": "d-1"}).decision == "d-1"  # capped, not placed
 
 
+ARBITRARY_JOB = {"SLURM_JOB_NODELIST": "n[1,3]", "SLURM_NTASKS": "4", "SLURM_ARBITRARY_NODELIST": "n[3,1,3,3]"}
+
+
+def test_an_arbitrary_job_left_to_slurm_gets_its_own_list_task_by_task() -> None:
+    # 24.11/26.05: slurmd lays the batch step out by the list and sets no SLURM_TASKS_PER_NODE
+    job = from_env({**ARBITRARY_JOB, "SLURM_ADVISOR_PS": "1"})
+    assert (job.ps, job.workers, job.source) == (("n3",), ("n1", "n3", "n3"), "slurm")
+    assert hostfile(job) == "n3\nn1\nn3\nn3\n"
+
+
+@pytest.mark.parametrize("change", [
+    {"SLURM_ARBITRARY_NODELIST": "n[1,3]"},          # 22.05: sbatch dropped the repeats
+    {"SLURM_ARBITRARY_NODELIST": "n[3,2,3,3]"},      # inherited: n2 is not this job's
+    {"SLURM_ARBITRARY_NODELIST": "n[3,1,3,3]$(id)"},
+])
+def test_an_arbitrary_list_that_is_not_this_jobs_tasks_is_not_used(change: dict[str, str]) -> None:
+    with pytest.raises(InputError, match="SLURM_TASKS_PER_NODE is not set|SLURM_ARBITRARY_NODELIST"):
+        from_env({**ARBITRARY_JOB, **change})
+
+
 @pytest.mark.parametrize("env, ps, says", [
     ({}, None, "SLURM_JOB_NODELIST is not set: run inside a Slurm job, or set SLURM_ADVISOR_LAYOUT"),
     ({"SLURM_JOB_NODELIST": "n[1-2]"}, None,

@@ -1,29 +1,18 @@
 from collections import Counter
 
 import pytest
-from daemon_helpers import NODES, Fixed, identity, marked
+from daemon_helpers import NODES, Fixed, Holding, identity, marked
 
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.daemon.protocol import ProtocolError
 from slurm_advisor.daemon.service import SLURMS_CHOICE, AdviceService, job_from_request, slurms_choice
 from slurm_advisor.domain import ClusterSnapshot, Node, Placement, Resources
-from slurm_advisor.policies.base import Hold
 from slurm_advisor.policies.pack import PackPolicy
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.policies.spread import SpreadPolicy
 from slurm_advisor.slurm.blocks import Blocks
 from slurm_advisor.slurm.hostlist import compress
 from slurm_advisor.slurm.release import Release
-
-
-class Holding:
-    name = "holder"
-
-    def place(self, snapshot, job, rng):
-        return Hold("waiting for one switch", max_nodes=1)
-
-    def score_nodes(self, snapshot, job):
-        return {}
 
 
 def service(policy=None, **kw):

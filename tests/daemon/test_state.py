@@ -1,15 +1,20 @@
 """The background refresh: snapshot published, claims settled, stale pins released."""
 from __future__ import annotations
 
+import logging
 import time
+from dataclasses import replace
+from datetime import UTC, datetime
 
-from daemon_helpers import NODES, StaticSource
+from daemon_helpers import NODES, StaticSource, marked
 
 from slurm_advisor.daemon.claims import UNSEEN_READS, Claims
-from slurm_advisor.daemon.pins import Pin
+from slurm_advisor.daemon.pins import Pin, pin_of
 from slurm_advisor.daemon.queue import AdvisedJob, Listing, QueueError
+from slurm_advisor.daemon.service import job_from_request
 from slurm_advisor.daemon.state import DaemonState, Refresher
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Resources
+from slurm_advisor.domain.decision import Decision
 
 JOB = Job("d-0123456789ab", "resnet50", 0, 2, Resources(1, 1, 1000), Resources(1, 1, 1000), 1.0)
 
@@ -187,6 +192,27 @@ def test_a_failed_second_read_releases_nothing_this_time(caplog):
     queue.then = None
     refresher.refresh_once()
     assert queue.released == [("7", 1, 2)]
+
+
+def test_an_exact_pin_is_never_released_and_said_so_once(caplog):
+    # Slurm refuses to change the nodes of a -m arbitrary job (24.11: "Requested operation not supported")
+    caplog.set_level(logging.INFO)
+    exact = Pin(PINNED, placement=Placement.of(PINNED, ["n1", "n1"]), exact=True)
+    source, queue, refresher = pinned_setup([advised("PENDING", time.time() - 301)], pin=exact)
+    source.current = taken("n1")  # stuck as well as past the bound
+    for _ in range(3):
+        refresher.refresh_once()
+    assert queue.released == [] and refresher.state.counters.released == 0
+    assert queue.reads == 3  # no second read for a pin that is not released anyway
+    assert caplog.text.count("stays pinned: Slurm does not change the nodes of a -m arbitrary job") == 1
+
+
+def test_a_decision_for_an_arbitrary_job_reads_as_an_exact_pin():
+    fields = marked(workers=2, gpus=0, arbitrary=True)
+    decision = Decision("d-0123456789ab", datetime.now(UTC), "advise", "place", "random", None, "resnet50", 1000,
+                        fields, layout=(("worker", "n1"), ("worker", "n3")))
+    assert pin_of(decision, job_from_request).exact
+    assert not pin_of(replace(decision, request={**fields, "arbitrary": None}), job_from_request).exact
 
 
 def test_the_bound_still_releases_a_pin_the_refresher_knows_nothing_about():
