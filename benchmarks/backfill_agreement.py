@@ -11,8 +11,9 @@ Slurm's order (issue 42's targets: at most 0.10, at least 95 %); ``--out`` write
 The testbed must be idle and used by nothing else meanwhile; a workload takes some 3-6 minutes.
 Two testbeds (``.ci/slurm-testbed.sh`` with their own directory and ports) record in parallel.
 
-Seeds: 101-108 were used to develop the simulator's fixes; the reported figures are seeds 1-6
-(decided before any was run), per release.
+Seeds: 101-108 were used to develop the simulator's fixes on 22.05; the reported figures are
+seeds 1-6 (decided before any was run), per release. Each case is replayed with its own
+release's behaviour (``slurm/release.py``, read from the case's ``scontrol --version``).
 
     SLURM_CONF=/tmp/tb/etc/slurm.conf python benchmarks/backfill_agreement.py record --seeds 1,2 --dir cases/
     python benchmarks/backfill_agreement.py score cases/*.json [--out agreement.json] [--verbose]
@@ -89,6 +90,10 @@ def table(rows: list[dict]) -> str:
     lines += [f"{r['case']:<14} {r['release']:<14} {r['jobs']:>4} {r['ratio']:>10.3f} "
               f"{r['in_order']:>4}/{r['pairs']:<4} {100 * r['in_order_share']:3.0f}% {'yes' if r['meets'] else 'no'}"
               for r in rows]
+    for release in sorted({r["release"] for r in rows}):
+        mine = [r for r in rows if r["release"] == release]
+        lines.append(f"{release}: {sum(r['meets'] for r in mine)} of {len(mine)} cases meet both targets "
+                     f"(|diff|/run <= {TARGET_RATIO}, in order >= {TARGET_ORDER:.0%})")
     return "\n".join(lines)
 
 

@@ -23,9 +23,10 @@ import numpy as np
 
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.domain import Job, Node, Resources
-from slurm_advisor.policies import make_policy
+from slurm_advisor.policies import PolicyContext, make_policy
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.scheduler import SchedulerConfig
+from slurm_advisor.slurm.release import DEFAULT, Release
 from slurm_advisor.speedmodels.constant import ConstantSpeed
 
 #: .ci/slurm-testbed.sh: 4 nodes, 8 CPUs, 4 (fake) GPUs and 32000 MB each; DefMemPerCPU=1000.
@@ -120,15 +121,15 @@ class Case:
 
 
 def scheduler_config(parameters: str, epoch_s: float, boot_s: float = 0.0,
-                     kill_wait_s: float = TESTBED_KILL_WAIT_S) -> SchedulerConfig:
+                     kill_wait_s: float = TESTBED_KILL_WAIT_S, release: Release = DEFAULT) -> SchedulerConfig:
     """The simulator's settings for a SchedulerParameters string (the bf_* options it models),
-    the first submission's and slurmctld's start's wall-clock times, and KillWait."""
+    the first submission's and slurmctld's start's wall-clock times, KillWait and the release."""
     opts = dict(p.partition("=")[::2] for p in parameters.split(",") if p)
     unknown = sorted(set(opts) - MODELLED_PARAMETERS - TIMING_PARAMETERS)
     if unknown:
         raise ValueError(f"SchedulerParameters {', '.join(unknown)} not modelled; the simulator models "
                          f"{', '.join(sorted(MODELLED_PARAMETERS))} (and ignores {', '.join(sorted(TIMING_PARAMETERS))})")
-    kw = {"epoch_s": epoch_s, "timelimit_phase_s": boot_s, "kill_wait_s": kill_wait_s}
+    kw = {"epoch_s": epoch_s, "timelimit_phase_s": boot_s, "kill_wait_s": kill_wait_s, "release": release}
     for name, key, scale in (("bf_interval", "bf_interval_s", 1.0), ("bf_resolution", "bf_resolution_s", 1.0),
                              ("bf_window", "bf_window_s", 60.0)):
         if opts.get(name):
@@ -141,17 +142,18 @@ def scheduler_config(parameters: str, epoch_s: float, boot_s: float = 0.0,
 def case_config(case: Case) -> SchedulerConfig:
     """The settings the case's slurmctld ran with."""
     return scheduler_config(case.scheduler_parameters, case.epoch_s, case.notes.get("slurmctld_boot_s", 0.0),
-                            case.notes.get("kill_wait_s", TESTBED_KILL_WAIT_S))
+                            case.notes.get("kill_wait_s", TESTBED_KILL_WAIT_S), Release.parse(case.release))
 
 
 def replay(case: Case, nodes: tuple[Node, ...] = TESTBED, config: SchedulerConfig | None = None) -> list[float]:
     """The simulator's start of each submission, in seconds since the first (with the case's
-    settings unless ``config``)."""
+    settings and release unless ``config``)."""
+    config = config or case_config(case)
     jobs = [Job(f"j{i}", "sleep", 0, s.tasks, Resources(), Resources(s.cpus, s.gpus, s.cpus * MEM_PER_CPU),
                 iterations=s.sleep_s + PICKUP_S, submit_time=sub, time_limit_s=60.0 * s.minutes)
             for i, (s, sub) in enumerate(zip(case.submissions, _submits(case)))]
-    result = Simulation(nodes, jobs, Advisor(make_policy("slurm-default")), ConstantSpeed(),
-                        scheduler=config or case_config(case)).run()
+    policy = make_policy("slurm-default", PolicyContext(release=config.release))
+    result = Simulation(nodes, jobs, Advisor(policy), ConstantSpeed(), scheduler=config).run()
     starts = {r.job_id: r.start for r in result.records}
     return [starts[f"j{i}"] for i in range(len(jobs))]
 

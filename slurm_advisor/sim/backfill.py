@@ -32,6 +32,8 @@ import numpy as np
 from slurm_advisor.domain import Job, Resources
 from slurm_advisor.domain.cluster import NodeLayout
 from slurm_advisor.slurm.cons_tres import choose_nodes, could_fit, usable_slots
+from slurm_advisor.slurm.left_weights import LeftWeights
+from slurm_advisor.slurm.release import DEFAULT, Release
 
 #: ``_will_run_test``'s first window (``time_window = 30``), doubled after every batch.
 WILL_RUN_WINDOW_S = 30.0
@@ -76,18 +78,21 @@ class ChoiceMemo:
     afresh beyond), so at 10,000 nodes it holds a few hundred rooms, at 16 nodes tens of
     thousands."""
 
-    def __init__(self, budget_bytes: int = 32 << 20):
-        self.budget_bytes = budget_bytes
+    def __init__(self, budget_bytes: int = 32 << 20, release: Release = DEFAULT):
+        self.budget_bytes, self.release = budget_bytes, release
         self._choices: dict[tuple, np.ndarray | None] = {}
         self._bytes = 0
 
-    def choose(self, layout, room: np.ndarray, job: Job, max_nodes: int | None) -> np.ndarray | None:
-        key = (room.tobytes(), job.num_ps, job.num_workers, job.ps_demand, job.worker_demand, max_nodes)
+    def choose(self, layout, room: np.ndarray, job: Job, max_nodes: int | None,
+               left: np.ndarray | None = None) -> np.ndarray | None:
+        """``left``: the node weights a job without GPUs finds (``slurm/left_weights.py``)."""
+        key = (room.tobytes(), job.num_ps, job.num_workers, job.ps_demand, job.worker_demand, max_nodes,
+               None if left is None else left.tobytes())
         try:
             return self._choices[key]
         except KeyError:
             pass
-        found = _choose(layout, room, job, max_nodes)
+        found = _choose(layout, room, job, max_nodes, self.release, left)
         if self._bytes + len(key[0]) > self.budget_bytes:
             self._choices.clear()
             self._bytes = 0
@@ -96,16 +101,22 @@ class ChoiceMemo:
         return found
 
 
-def _choose(layout, room: np.ndarray, job: Job, max_nodes: int | None) -> np.ndarray | None:
+def _choose(layout, room: np.ndarray, job: Job, max_nodes: int | None, release: Release = DEFAULT,
+            left: np.ndarray | None = None) -> np.ndarray | None:
     """The node indices cons_tres takes for ``job`` on ``room``, ascending (read-only), or None."""
     if not could_fit(room, job):
         return None
-    taken = choose_nodes(layout, room, job, max_nodes=max_nodes)
+    taken = choose_nodes(layout, room, job, max_nodes=max_nodes, release=release, left=left)
     if taken is None:
         return None
     nodes = np.array(sorted(i for i, _ in taken), dtype=np.int64)
     nodes.setflags(write=False)  # shared by every ask of the memo
     return nodes
+
+
+def _stop(offsets: np.ndarray, cols: np.ndarray, i: int) -> int:
+    """Where entry ``i``'s (node, amount) rows end."""
+    return int(offsets[i + 1]) if i + 1 < len(offsets) else len(cols)
 
 
 def _end(entry: tuple[float, np.ndarray, np.ndarray]) -> float:
@@ -135,8 +146,10 @@ class _NodeSpace:
         self.begin, self.end, self.free = [begin], [end], [self.all]
         self.resolution = resolution
 
-    def walk(self, start_res: float, end_time: float) -> tuple[int, float | None]:
-        """The nodes free in every record overlapping [start_res, end_time], and later_start."""
+    def walk(self, start_res: float, end_time: float, past: bool = False) -> tuple[int, float | None]:
+        """The nodes free in every record overlapping [start_res, end_time], and later_start.
+        ``past`` (24.11+, SchedMD d5e0c8e664): when no record within the window frees nodes,
+        later_start is the end of the record after the first one past the window."""
         avail, later = self.all, None
         begin, end, free = self.begin, self.end, self.free
         for j in range(len(begin)):
@@ -145,6 +158,8 @@ class _NodeSpace:
             if end[j] <= start_res:
                 continue
             if begin[j] > end_time:
+                if past and later is None and j + 2 < len(begin):
+                    later = end[j + 1]
                 break
             avail &= free[j]
         return avail, later
@@ -197,11 +212,17 @@ class _NodeSpace:
 class BackfillPass:
     def __init__(self, layout: NodeLayout, free: np.ndarray, ends: RunningEnds, now: float,
                  window_s: float, resolution_s: float = 1.0, epoch_s: float = 0.0,
-                 memo: ChoiceMemo | None = None, kill_wait_s: float = 0.0):
+                 memo: ChoiceMemo | None = None, kill_wait_s: float = 0.0, weights: LeftWeights | None = None):
         """``memo``: choices kept across passes over the same ``layout`` (the simulation's);
-        ``kill_wait_s``: KillWait, which will-run adds to the end of a job past its limit."""
+        ``kill_wait_s``: KillWait, which will-run adds to the end of a job past its limit;
+        ``weights``: the node weights GPU jobs leave (Slurm before 23.11), which each will-run
+        reads and writes, so no will-run is taken from another."""
+        self.weights = weights
         self.layout, self.now, self.window_s = layout, now, window_s
         self.memo = memo if memo is not None else ChoiceMemo()
+        release = self.memo.release  # its rules, read once: will-run asks them on every try
+        self._windows, self._gone_at_start = release.will_run_windows, release.gone_at_start_res
+        self._last_relevant_job = release.starts_at_last_relevant_job
         self.resolution, self.epoch = resolution_s, epoch_s
         self.free = free.copy()
         # free on all nodes now: no job needing more can start (column by column: numpy's sum
@@ -310,8 +331,8 @@ class BackfillPass:
         """``_attempt_backfill`` from the ``TRY_LATER`` label on, for one job."""
         start_res, horizon = self.now, self.now + self.window_s
         while True:
-            avail, later = self.space.walk(start_res, start_res + limit)
-            found = self._will_run(job, avail, max_nodes)
+            avail, later = self.space.walk(start_res, start_res + limit, self._windows)
+            found = self._will_run(job, avail, max_nodes, start_res, later)
             if found is None:
                 if later is None:
                     return None
@@ -337,24 +358,56 @@ class BackfillPass:
                 self._times = None  # its end is a new candidate start of the counts
             return start
 
-    def _will_run(self, job: Job, avail: int, max_nodes: int | None) -> tuple[float, np.ndarray] | None:
-        """``_will_run_test`` on the nodes in ``avail``: (start, node indices) or None."""
+    def _will_run(self, job: Job, avail: int, max_nodes: int | None, start_res: float,
+                  later: float | None) -> tuple[float, np.ndarray] | None:
+        """``_will_run_test`` on the nodes in ``avail``: (start, node indices) or None. From
+        24.11 it also reads the try's start_res and later_start (``will_run_data``)."""
+        if self.weights is not None:
+            return self._will_run_test(job, avail, max_nodes, start_res, later)
         key = (avail, job.num_ps, job.num_workers, job.ps_demand, job.worker_demand, max_nodes)
+        if self._windows:
+            key += (start_res, later)
         if key not in self._will_runs:
-            self._will_runs[key] = self._will_run_test(job, avail, max_nodes)
+            self._will_runs[key] = self._will_run_test(job, avail, max_nodes, start_res, later)
         return self._will_runs[key]
 
-    def _will_run_test(self, job: Job, avail: int, max_nodes: int | None) -> tuple[float, np.ndarray] | None:
+    def _will_run_test(self, job: Job, avail: int, max_nodes: int | None, start_res: float,
+                       later: float | None) -> tuple[float, np.ndarray] | None:
         usable = self._usable(avail)
-        room = np.where(usable[:, None], self.free, 0)
-        found = self._choose(room, job, max_nodes)
-        if found is not None:
-            return self.now, found
+        windows = self._windows
+        if not windows or start_res <= self.now:  # 24.11 tests a later try in the future only
+            found = self._choose(np.where(usable[:, None], self.free, 0), job, max_nodes)
+            if found is not None:
+                return self.now, found
         ends, offsets, cols, vals = self._entry_arrays()
         if not len(ends):
             return None
         touching = np.flatnonzero(np.logical_or.reduceat(usable[cols], offsets))
-        future, done, window, align, k = self.free.copy(), 0, WILL_RUN_WINDOW_S, None, 0
+        future = self.free.copy()
+        if windows:
+            # _build_cr_job_list (4107be4f80): jobs ending before start_res are gone first, and
+            # (3d8d6cb4e9) none ending after later_start is removed: the job waits for a later try
+            # 25.05+ (324f83551b) also those ending at start_res
+            side = "right" if self._gone_at_start else "left"
+            gone = int(np.searchsorted(ends, start_res, side=side))
+            early = touching[touching < gone]
+            for i in early.tolist():
+                np.add.at(future, cols[offsets[i]:_stop(offsets, cols, i)], vals[offsets[i]:_stop(offsets, cols, i)])
+            if len(early) or start_res > self.now:
+                found = self._choose(np.where(usable[:, None], future, 0), job, max_nodes)
+                if found is not None:
+                    return self.now, found
+            cap = len(ends) if later is None else int(np.searchsorted(ends, later, side="right"))
+            touching = touching[(touching >= gone) & (touching < cap)]
+        return self._batches(job, usable, future, touching, max_nodes)
+
+    def _batches(self, job: Job, usable: np.ndarray, future: np.ndarray, touching: np.ndarray,
+                 max_nodes: int | None) -> tuple[float, np.ndarray] | None:
+        """Running jobs on the usable nodes removed in end order, in batches: the first batch
+        ends 30-60 s after the first job's end (aligned on a 30-s wall-clock barrier), each
+        later window twice as long; the job is tested after each batch."""
+        ends, offsets, cols, vals = self._entry_arrays()
+        done, window, align, k = (int(touching[0]) if len(touching) else 0), WILL_RUN_WINDOW_S, None, 0
         while k < len(touching):
             first = int(touching[k])
             if align is None:  # the first batch's barrier: the next multiple of 30 s after its end
@@ -363,7 +416,7 @@ class BackfillPass:
             beyond = int(np.searchsorted(ends, align + window, side="right"))
             k = int(np.searchsorted(touching, max(first, beyond - 1)))
             last = int(touching[min(k, len(touching) - 1)])
-            stop = offsets[last + 1] if last + 1 < len(ends) else len(cols)
+            stop = _stop(offsets, cols, last)
             np.add.at(future, cols[offsets[done]:stop], vals[offsets[done]:stop])
             done = last + 1
             window *= 2
@@ -371,9 +424,20 @@ class BackfillPass:
                 window *= 2
             found = self._choose(np.where(usable[:, None], future, 0), job, max_nodes)
             if found is not None:
+                if self._last_relevant_job:
+                    last = self._last_relevant(touching[:k + 1], found, last)
                 return self._guess_end(float(ends[last])), found
             k += 1
         return None
+
+    def _last_relevant(self, removed: np.ndarray, found: np.ndarray, last: int) -> int:
+        """25.11+ (SchedMD 977bb2ee4f, ``_get_last_relevant_job``): the start is the end of the
+        latest-ending removed job on a node the job was given, not of the last one removed."""
+        _, offsets, cols, _ = self._entry_arrays()
+        for i in removed[::-1].tolist():
+            if np.isin(cols[offsets[i]:_stop(offsets, cols, i)], found).any():
+                return i
+        return last
 
     def _guess_end(self, end: float) -> float:
         """``_guess_job_end`` (cons_common/job_test.c): a job still running past its limit
@@ -385,7 +449,11 @@ class BackfillPass:
         return max(end + self.kill_wait, self.now + 1.0)
 
     def _choose(self, room: np.ndarray, job: Job, max_nodes: int | None) -> np.ndarray | None:
-        return self.memo.choose(self.layout, room, job, max_nodes)
+        if self.weights is None:
+            return self.memo.choose(self.layout, room, job, max_nodes)
+        found = self.memo.choose(self.layout, room, job, max_nodes, self.weights.for_job(job))
+        self.weights.evaluated(room, job)
+        return found
 
     def _usable(self, avail: int) -> np.ndarray:
         n = len(self.free)

@@ -36,6 +36,7 @@ from slurm_advisor.sim.backfill import BackfillPass, ChoiceMemo, RunningEnds
 from slurm_advisor.sim.metrics import JobRecord, SimResult
 from slurm_advisor.sim.scheduler import SchedulerConfig
 from slurm_advisor.slurm.cons_tres import could_fit
+from slurm_advisor.slurm.left_weights import LeftWeights
 from slurm_advisor.speedmodels.base import SpeedModel
 
 # At equal times: ends free their nodes first, then limits are enforced, then arrivals queue,
@@ -98,7 +99,12 @@ class Simulation:
         self._progress: dict[str, _Progress] = {}
         self._jobs_on: dict[str, set[str]] = {n.name: set() for n in nodes}
         self._ends = RunningEnds()
-        self._choices = ChoiceMemo()  # will-run's node choices, across passes (same layout throughout)
+        self._choices = ChoiceMemo(release=self.config.release)  # will-run's choices, across passes
+        self._weights = LeftWeights.kept_for(self.config.release, self.jobs, len(nodes))
+        # Slurm's passes read and write the weights GPU jobs leave: each one counts
+        self._every_tick = self.config.every_tick or self._weights is not None
+        self._eager = self.config.eager_plans or self._weights is not None
+        self._totals = np.array([(n.cpus, n.gpus, n.mem_mb) for n in nodes], dtype=np.int64).reshape(-1, 3)
         self._limits: dict[str, float] = {}
         self._caps: dict[str, int | None] = {}   # node cap of a held job's last Hold
         self._records: list[JobRecord] = []
@@ -167,7 +173,7 @@ class Simulation:
                 self._stale_at = min(self._stale_at, now)
             if backfill_due:
                 self._backfill_at = math.inf
-                if self._stale_at <= now or self.config.every_tick:
+                if self._stale_at <= now or self._every_tick:
                     touched |= self._backfill_pass(now)
             self._plan_backfill(now, ran=backfill_due)
             self._update_speeds(touched, now)
@@ -190,7 +196,10 @@ class Simulation:
         touched: set[str] = set()
         while self._queue:
             job = self._queue[0]
+            free = self.snapshot.free_array()
             placement = self._try_start(job, self.snapshot, now)
+            if self._weights is not None:
+                self._weights.tried_now(free, self._totals, job, started=placement is not None)
             if placement is None:
                 break
             touched |= self._start(job, placement, now)
@@ -206,7 +215,7 @@ class Simulation:
         and will-run's batches of ending jobs, and so the plans, can differ."""
         plan = BackfillPass(self.snapshot.layout, self.snapshot.free_array(), self._ends, now,
                             self.config.bf_window_s, self.config.bf_resolution_s, self.config.epoch_s,
-                            memo=self._choices, kill_wait_s=self.config.kill_wait_s)
+                            memo=self._choices, kill_wait_s=self.config.kill_wait_s, weights=self._weights)
         touched: set[str] = set()
         unplanned: list[Job] = []
         # Within a pass the room only shrinks (jobs start, reservations are added) and a longer
@@ -224,7 +233,7 @@ class Simulation:
             k = i + int(tried[0]) if len(tried) else len(queue)
             if k > i:  # none of these can start now
                 unplanned.extend(queue[i:k])
-                if self.config.eager_plans:
+                if self._eager:
                     self._plan(plan, unplanned)
             if k == len(queue):
                 break
@@ -235,11 +244,14 @@ class Simulation:
             else:
                 no_room[shapes[k]] = -math.inf
             if placement is not None:
+                if self._weights is not None:  # backfill starts it through select_nodes
+                    self._weights.synced()
+                    self._weights.evaluated(plan.free, job)
                 touched |= self._start(job, placement, now)
                 plan.started(now + self._limit(job), *self._ends.usage[job.id])
                 continue
             unplanned.append(job)
-            if self.config.eager_plans:
+            if self._eager:
                 self._plan(plan, unplanned)
         if self.config.bf_interval_s == 0:
             self._stale_at = math.inf  # a pass at every change only
@@ -278,7 +290,7 @@ class Simulation:
         """Schedule the next backfill tick when there is something for it to do."""
         if not self._queue:
             return
-        if self.config.every_tick:
+        if self._every_tick:
             at = self.config.next_backfill(now)
         elif self._stale_at < math.inf:
             at = self.config.next_backfill(max(self._stale_at, now))

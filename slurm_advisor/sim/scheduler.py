@@ -35,6 +35,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from slurm_advisor.slurm.release import DEFAULT, Release
+
 
 @dataclass(frozen=True)
 class SchedulerConfig:
@@ -75,6 +77,10 @@ class SchedulerConfig:
     #: only once a job behind it could start now (the only use of a plan within a pass): the
     #: same starts, tested against this (a long queue is planned at every pass otherwise).
     eager_plans: bool = False
+    #: The Slurm whose scheduling is modelled where releases differ (``slurm/release.py``): its
+    #: cons_tres node choice in backfill's plans, and before 23.11 the node weights GPU jobs
+    #: leave for the plans of jobs without GPUs (then every pass is run, each job planned).
+    release: Release = DEFAULT
 
     def __post_init__(self) -> None:
         if not (self.bf_interval_s >= 0 and math.isfinite(self.bf_interval_s)):

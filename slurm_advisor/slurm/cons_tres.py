@@ -35,7 +35,9 @@ placed otherwise in two ways, found in the source and seen on the testbed (GPUs 
   ``max_node_gres`` = the job's GPUs in all (``gres_select_filter_remove_unusable``). In
   ``_eval_nodes`` a run of consecutive nodes also ends where the weight changes, and the run of
   the lowest weight is taken first whether it holds the job or not; tightest / biggest decide
-  only among equal weights. ``_eval_nodes_topo`` adds weights lightest first until they hold
+  only among equal weights. Before 23.11 those bytes stay on the nodes after the job, and a
+  job without GPUs that backfill plans finds them (``slurm/left_weights.py``: ``left=``).
+  ``_eval_nodes_topo`` adds weights lightest first until they hold
   the job; the lighter ones are taken whole (``req2_nodes_bitmap``, index order), then the rest
   of their leaves, then leaves by tightest fit over the nodes of that last weight only.
 - Slots (``_select_cores`` -> ``gres_select_filter_sock_core``): a node's CPUs are cut to
@@ -190,8 +192,10 @@ def could_fit(free: np.ndarray, job: Job) -> bool:
 
 
 def choose_nodes(layout, free: np.ndarray, job: Job, *, topology: bool = False, min_nodes: int = 1,
-                 max_nodes: int | None = None, release: Release = DEFAULT) -> list[tuple[int, int]] | None:
-    """``choose_nodes``: (node index, tasks) for every node cons_tres takes, or None."""
+                 max_nodes: int | None = None, release: Release = DEFAULT,
+                 left: np.ndarray | None = None) -> list[tuple[int, int]] | None:
+    """``choose_nodes``: (node index, tasks) for every node cons_tres takes, or None. ``left``:
+    the node weights a job without GPUs finds (``slurm/left_weights.py``; equal if None)."""
     avail = node_slots(free, job, min_nodes, max_nodes)
     if job.num_tasks == 1 and release.first_fit_single_node and not topology:
         holds = np.flatnonzero(avail > 0)  # a one-task job's usable nodes all weigh the same
@@ -203,7 +207,7 @@ def choose_nodes(layout, free: np.ndarray, job: Job, *, topology: bool = False, 
     cap = max(cap, min_nodes)
     if cap < len(avail) and _biggest(most, cap) < job.num_tasks:
         return None  # not even the cap's biggest nodes hold it
-    weight = sched_weight(free, job)
+    weight = left if left is not None and not job_gpus(job) else sched_weight(free, job)
     evaluate = _eval_nodes_topo if topology else _eval_nodes
     taken = evaluate(layout, avail, weight, job, min_nodes, cap)
     if taken is None and max_nodes is not None:

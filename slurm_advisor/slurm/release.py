@@ -11,6 +11,22 @@ named after what Slurm does, with the tag it was read from:
   what is still wanted less one GPU for each required node after it
   (``topology/common/gres_filter.c:_set_max_gres``), which cuts its tasks too. 22.05 let every
   node take all its free GPUs.
+- :attr:`Release.keeps_gpu_weights` (before 23.11, SchedMD 55b5c8ca3a, first in
+  slurm-23-11-0-0rc1): backfill's will-run places a job without GPUs by the node weights the
+  last GPU job evaluated left (``slurm/left_weights.py``); from 23.11 cons_tres sets every
+  weight afresh (``_set_sched_weight`` in job_test.c, read at slurm-24-11-5-1 and slurm-26.05).
+- :attr:`Release.will_run_windows` (24.11+; SchedMD 3d8d6cb4e9, 4107be4f80, d5e0c8e664, first in
+  slurm-24-11-0-0rc1): backfill hands will-run the try's start_res and later_start. A try after
+  now is not tested on the nodes as they are: the jobs ending before start_res are removed
+  first, and then no job ending after later_start; when no record within the job's window
+  frees nodes, later_start is the end of the record after the first one past it.
+- :attr:`Release.gone_at_start_res` (25.05+; SchedMD 324f83551b "Fix boundary condition in
+  _build_cr_job_list()", first in slurm-25-05-0-0rc1): that later try also removes the jobs
+  ending exactly at its start_res (``<=``, read at slurm-26.05; 24.11 has ``<``).
+- :attr:`Release.starts_at_last_relevant_job` (25.11+; SchedMD 977bb2ee4f "Prevent jobs running
+  on unneeded nodes delay backfill jobs", first in slurm-25-11-0-0rc1): a will-run that fits after
+  a batch of ending jobs plans the start at the end of the latest of them on the nodes it chose,
+  not of the last one removed.
 - :attr:`Release.first_fit_single_node` (26.05): a one-node job goes on the first usable node
   that holds it in node order, not the best-fitting one (measured on the 26.05.5 testbed).
 - :attr:`Release.hook_sets_segment_size` (26.05, commit ae5a0d6d77 "job_submit/lua - add
@@ -60,6 +76,22 @@ class Release:
     @property
     def allocates_arbitrary(self) -> bool:
         return (self.major, self.minor) >= (23, 11)
+
+    @property
+    def keeps_gpu_weights(self) -> bool:
+        return (self.major, self.minor) < (23, 11)
+
+    @property
+    def will_run_windows(self) -> bool:
+        return (self.major, self.minor) >= (24, 11)
+
+    @property
+    def gone_at_start_res(self) -> bool:
+        return (self.major, self.minor) >= (25, 5)
+
+    @property
+    def starts_at_last_relevant_job(self) -> bool:
+        return (self.major, self.minor) >= (25, 11)
 
     @property
     def first_fit_single_node(self) -> bool:

@@ -19,9 +19,10 @@ from slurmctl import ACTIVE, Slurm
 
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.domain import Job, Node, Resources
-from slurm_advisor.policies import make_policy
+from slurm_advisor.policies import PolicyContext, make_policy
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.scheduler import SchedulerConfig
+from slurm_advisor.slurm.release import Release
 from slurm_advisor.speedmodels.constant import ConstantSpeed
 
 SEED = 8
@@ -77,12 +78,15 @@ def run_on_slurm(slurm: Slurm, jobs: list[tuple[int, int, int]]) -> tuple[float,
     return (t0.timestamp(), *(list(column) for column in zip(*since)))
 
 
-def simulate(jobs: list[tuple[int, int, int]], submits: list[float], epoch: float) -> dict[str, tuple[float, float]]:
+def simulate(jobs: list[tuple[int, int, int]], submits: list[float], epoch: float,
+             release: Release) -> dict[str, tuple[float, float]]:
     sim_jobs = [Job(f"j{i}", "test", 0, tasks, Resources(), Resources(1, 0, MEM_PER_CPU), iterations=sleep + PICKUP_S,
                     submit_time=submit, time_limit_s=60.0 * minutes)
                 for i, ((tasks, sleep, minutes), submit) in enumerate(zip(jobs, submits))]
-    result = Simulation(TESTBED, sim_jobs, Advisor(make_policy("slurm-default")), ConstantSpeed(),
-                        scheduler=SchedulerConfig(bf_interval_s=1.0, bf_resolution_s=1.0, epoch_s=epoch)).run()
+    policy = make_policy("slurm-default", PolicyContext(release=release))
+    result = Simulation(TESTBED, sim_jobs, Advisor(policy), ConstantSpeed(),
+                        scheduler=SchedulerConfig(bf_interval_s=1.0, bf_resolution_s=1.0, epoch_s=epoch,
+                                                  release=release)).run()
     return {r.job_id: (r.start, r.end) for r in result.records}
 
 
@@ -102,7 +106,7 @@ def test_backfill_start_times_match_slurm(slurm: Slurm) -> None:
     table = [f"j{i:<3} {t:>4} {s:>4}s {m}min | {sub:3.0f} {st:5.0f} {en:5.0f} ({en - st - s:+.0f})"
              for i, ((t, s, m), sub, st, en) in enumerate(zip(jobs, submits, starts, ends))]
     print("\njob  tasks sleep limit | slurm: submit start end (end-start-sleep)", *table, sep="\n")
-    simulated = simulate(jobs, submits, epoch)
+    simulated = simulate(jobs, submits, epoch, slurm.release())  # the testbed's own rules
     table = [f"{row} | simulated: {simulated.get(f'j{i}', ('-', '-'))}" for i, row in enumerate(table)]
     print("simulated:", *table, sep="\n")
 

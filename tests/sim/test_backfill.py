@@ -8,6 +8,7 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Node, Resources
 from slurm_advisor.sim import backfill
 from slurm_advisor.sim.backfill import BackfillPass, RunningEnds
 from slurm_advisor.sim.scheduler import SchedulerConfig
+from slurm_advisor.slurm.release import Release
 
 NODES = (Node("n1", 8, 2, 32_000), Node("n2", 8, 2, 32_000), Node("n3", 8, 2, 32_000))
 GPU = np.array([2, 1, 8_000])
@@ -182,3 +183,66 @@ def test_the_choice_memo_answers_as_cons_tres_and_forgets_past_its_budget() -> N
     assert memo.choose(layout, other, four, None).tolist() == [1, 2]
     assert memo.choose(layout, free, two, None) is not first  # forgotten, asked again
     assert memo.choose(layout, free, two, None).tolist() == [2]
+
+
+def _pass_of(release: Release, *jobs) -> BackfillPass:
+    free, ends = running(*jobs)
+    return BackfillPass(ClusterSnapshot.empty(NODES).layout, free, ends, now=0.0, window_s=1e9,
+                        resolution_s=1.0, memo=backfill.ChoiceMemo(release=release))
+
+
+ALL = 0b111
+
+
+def test_from_24_11_a_later_try_starts_with_the_jobs_ending_before_it_gone() -> None:
+    # a (n1) ends at 10, b (n2) at 45; a 2-GPU job tried from start_res 40. 22.05 tests it now,
+    # then removes a and b in one batch (barrier 30, to 60): start b's end, 45. 24.11 removes
+    # the jobs ending before 40 first (a) and it fits: "now", which backfill makes start_res.
+    jobs = (("a", 10.0, {0: 2}), ("b", 45.0, {1: 2}), ("c", 1000.0, {2: 2}))
+    assert _pass_of(Release(22, 5, 8), *jobs)._will_run(job(2), ALL, None, 40.0, None)[0] == 45.0
+    start, nodes = _pass_of(Release(24, 11, 5), *jobs)._will_run(job(2), ALL, None, 40.0, None)
+    assert (start, nodes.tolist()) == (0.0, [0])
+
+
+def test_from_24_11_no_job_ending_after_later_start_is_removed() -> None:
+    # a (n1) ends at 10, b (n2) at 15, later_start 12: 22.05 removes both in the first batch and
+    # plans the 2-GPU job at 15 (backfill then tries again from 12). 24.11 stops before b: the
+    # job fits on n1 at 10. With no job left to remove it fails: the job waits for a later try.
+    jobs = (("a", 10.0, {0: 2}), ("b", 15.0, {1: 2}), ("c", 1000.0, {2: 2}))
+    assert _pass_of(Release(22, 5, 8), *jobs)._will_run(job(2), ALL, None, 0.0, 12.0)[0] == 15.0
+    assert _pass_of(Release(24, 11, 5), *jobs)._will_run(job(2), ALL, None, 0.0, 12.0)[0] == 10.0
+    assert _pass_of(Release(24, 11, 5), *jobs)._will_run(job(4), ALL, None, 0.0, 12.0) is None
+
+
+def test_from_25_11_the_start_is_the_end_of_the_last_job_on_the_chosen_nodes() -> None:
+    # b (n1) ends at 10, c (n1, n2) at 20, a (n3) at 30: one batch (barrier 30, to 60) frees all;
+    # cons_tres takes n1 and n2 for 4 GPUs. 22.05 and 24.11 plan the start at the last removed
+    # job's end (a, 30); 26.05 at the end of the last one on n1 or n2 (c, 20).
+    jobs = (("a", 30.0, {2: 2}), ("b", 10.0, {0: 1}), ("c", 20.0, {0: 1, 1: 2}))
+    for release, start in ((Release(22, 5, 8), 30.0), (Release(24, 11, 5), 30.0), (Release(26, 5, 5), 20.0)):
+        plan = _pass_of(release, *jobs)
+        assert plan.reserve(job(4), 50.0, None) == start, release
+        assert plan.reservations[0].nodes.tolist() == [0, 1]
+
+
+def test_from_24_11_later_start_is_set_past_the_window_too() -> None:
+    # records: [0, 10) all nodes, [10, 20) without n1, [20, 30) without n1 and n2, [30, end)
+    # without n2. A job with a 5-s window from 0: no record up to the first one past the window
+    # ([10, 20)) is followed by one that frees nodes, so 22.05 has no later_start; 24.11 takes
+    # the end of the record after that one (30).
+    space = backfill._NodeSpace(0.0, 100.0, 3, 1.0)
+    space.add(10.0, 30.0, 0b001)
+    space.add(20.0, 100.0, 0b010)
+    assert space.walk(0.0, 5.0) == (ALL, None)
+    assert space.walk(0.0, 5.0, past=True) == (ALL, 30.0)
+
+
+def test_from_25_05_a_later_try_also_removes_the_jobs_ending_at_its_start() -> None:
+    # a (n1) ends at 10, b (n2) at 40, c (n3) at 45; a 4-GPU job tried from start_res 40. 24.11
+    # removes a first (ending before 40), then b and c in one batch (barrier 60): start c's end,
+    # 45. 25.05 removes b too (``<=``, 324f83551b) and the job fits on n1 and n2: "now", which
+    # backfill makes start_res, 40.
+    jobs = (("a", 10.0, {0: 2}), ("b", 40.0, {1: 2}), ("c", 45.0, {2: 2}))
+    assert _pass_of(Release(24, 11, 5), *jobs)._will_run(job(4), ALL, None, 40.0, None)[0] == 45.0
+    start, nodes = _pass_of(Release(25, 5, 0), *jobs)._will_run(job(4), ALL, None, 40.0, None)
+    assert (start, nodes.tolist()) == (0.0, [0, 1])

@@ -29,3 +29,9 @@ def test_behaviours_by_release() -> None:
     assert Release(24, 5).spreads_job_gpus and Release(24, 11, 5).spreads_job_gpus
     assert not Release(24, 11, 5).first_fit_single_node
     assert Release(26, 5, 5).spreads_job_gpus and Release(26, 5, 5).first_fit_single_node
+    assert DEFAULT.keeps_gpu_weights and Release(23, 2, 7).keeps_gpu_weights  # 55b5c8ca3a came in 23.11
+    assert not Release(23, 11).keeps_gpu_weights and not Release(24, 11, 5).keeps_gpu_weights
+    assert not Release(24, 5, 9).will_run_windows and Release(24, 11).will_run_windows  # 3d8d6cb4e9
+    assert not Release(25, 5).starts_at_last_relevant_job and Release(25, 11).starts_at_last_relevant_job
+    assert not Release(24, 11, 7).gone_at_start_res and Release(25, 5).gone_at_start_res  # 324f83551b
+    assert not DEFAULT.will_run_windows and not DEFAULT.starts_at_last_relevant_job
