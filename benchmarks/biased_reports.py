@@ -40,13 +40,14 @@ from slurm_advisor.domain.outcome import Outcome
 from slurm_advisor.domain.report import SpeedReport
 from slurm_advisor.experiments.demo import loaded_trace
 from slurm_advisor.learned.hyper import Hyper
-from slurm_advisor.retrain.evaluate import Judge, replay_jct
+from slurm_advisor.retrain.evaluate import replay_jct
 from slurm_advisor.retrain.retrain import RetrainSettings, run_retrain
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.sim.runner import build_advisor
 from slurm_advisor.speedmodels import load_speed_model
 from slurm_advisor.store import Store
+from slurm_advisor.training.judge import Judge
 
 REPO = Path(__file__).resolve().parents[1]
 TRUTH = f"{REPO / 'benchmarks' / 'truths' / 'site_holdout.py'}:SiteHoldoutSpeeds"

@@ -128,7 +128,7 @@ def run_retrain(db: str, models_dir: Path, nodes: Sequence[Node], settings: Retr
 
 def _retrain(store, models_dir: Path, nodes, settings: RetrainSettings, split: SampleSplit, mix: JobMix,
              active: ModelRecord | None, log, progress, read: dict) -> RetrainResult:
-    from slurm_advisor.retrain.evaluate import make_judge
+    from slurm_advisor.training.judge import for_retrain
 
     active_dir = Path(active.directory) if active else None
     data = {"train": split.describe("train"), "holdout": split.describe("holdout"), "jobs": len(mix.jobs),
@@ -140,7 +140,7 @@ def _retrain(store, models_dir: Path, nodes, settings: RetrainSettings, split: S
     if existed and store.model(candidate) is not None:
         return RetrainResult(RetrainExit.KEPT, f"the candidate is identical to the registered model {candidate}",
                              candidate, active and active.version, data=data)
-    judge = make_judge(split.holdout, hp)
+    judge = for_retrain(split.holdout, hp)
     log(f"judge: {judge.description}; each model as served "
         f"{'with its holds (enforce mode)' if settings.holds else 'in advise mode (a hold is left to Slurm)'}")
     verdict, metrics = _evaluate(nodes, mix.jobs, split, judge, models_dir / candidate, active, settings, hp.seed)
@@ -260,7 +260,8 @@ def _write_candidate(models_dir: Path, report, hp: Hyper, data: dict, active: Mo
 
 def _evaluate(nodes, jobs, split: SampleSplit, judge, candidate_dir: Path, active: ModelRecord | None,
               settings: RetrainSettings, seed: int) -> tuple[Verdict, dict]:
-    from slurm_advisor.retrain.evaluate import PRIOR, holdout_mape, replay_jct
+    from slurm_advisor.retrain.evaluate import holdout_mape, replay_jct
+    from slurm_advisor.training.judge import PRIOR
 
     def prior(model_dir: Path | None) -> float | None:  # None: the judge is the prior itself
         if judge.model is PRIOR.model:

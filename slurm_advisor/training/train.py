@@ -39,6 +39,7 @@ from slurm_advisor.policies.search import search_over
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.engine import Simulation
 from slurm_advisor.training.distill import DaggerRollIn
+from slurm_advisor.training.judge import TRAINING_SEED_OFFSET, fitted
 from slurm_advisor.training.rl import (
     Replay,
     actor_critic_step,
@@ -246,7 +247,7 @@ def _gate(report: TrainReport, samples: Sequence[SpeedSample], judge_samples: Se
     """Judge the chosen candidate and the teacher under an independently fitted model, and
     decide what the model deploys (and, where that is the search, what learned-fast deploys)."""
     report.judge = _judge_source(samples, judge_samples)
-    judge = _fit_judge(judge_samples or samples, hp)
+    judge = fitted(judge_samples or samples, hp, TRAINING_SEED_OFFSET).model
     judged = functools.partial(_judged, report.policy, report.speed, judge, nodes, validation, report.schema, hp,
                                report.lif_profile)
     report.judge_scores = {"chosen": judged(report.chosen),
@@ -311,12 +312,6 @@ def _judge_source(samples: Sequence[SpeedSample], judge_samples: Sequence[SpeedS
     if judge_samples:
         return f"separate samples ({len(judge_samples)})"
     return f"the training samples ({len(samples)}), other seed and split"
-
-
-def _fit_judge(samples: Sequence[SpeedSample], hp: Hyper) -> SiteSpeedModel:
-    """A second speed model fitted on ``samples`` (the judge's own, when there are any) with
-    another seed and split."""
-    return fit_site_model(samples, replace(hp, seed=hp.seed + 1))[0]
 
 
 def _judged(net: PolicyNet, fitted, judge, nodes, validation: list[list[Job]], schema: FeatureSchema, hp: Hyper,

@@ -10,6 +10,7 @@ from test_train_pipeline import HP
 from slurm_advisor.experiments import experiment
 from slurm_advisor.experiments.experiment import record, run_experiment
 from slurm_advisor.traces.synthetic import synthetic_jobs
+from slurm_advisor.training import judge as judge_module
 from slurm_advisor.training import train as train_module
 from slurm_advisor.training.train import Ablation, train
 
@@ -33,6 +34,7 @@ def test_the_judge_is_fitted_on_the_judge_samples_only(samples, judge_samples, s
         return real_fit(data, hp, *args, **kwargs)
 
     monkeypatch.setattr(train_module, "fit_site_model", spy)
+    monkeypatch.setattr(judge_module, "fit_site_model", spy)  # the judge's own fit
     report = train(samples, small_nodes, small_jobs, HP, HOLDING_ONLY, log=lambda _: None,
                    judge_samples=judge_samples)
     assert [(data is samples, seed) for data, seed in fitted_on] == [(True, HP.seed), (False, HP.seed + 1)]
