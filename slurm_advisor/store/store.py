@@ -190,17 +190,18 @@ class Store(OutcomesAndModels):
 
     def load_decisions(self, *, limit: int | None = None) -> list[Decision]:
         """Decisions newest first, at most ``limit`` of them."""
-        query = select(DecisionRow.decision).order_by(DecisionRow.time.desc(), DecisionRow.id.desc())
+        query = select(DecisionRow.decision, DecisionRow.evidence).order_by(DecisionRow.time.desc(),
+                                                                            DecisionRow.id.desc())
         if limit is not None:
             query = query.limit(limit)
         with self._guard("cannot read from"), self._sessions() as session:
-            return [decision_from_dict(d) for d in session.scalars(query)]
+            return [_decision(d, evidence) for d, evidence in session.execute(query)]
 
     def decision(self, decision_id: str) -> Decision | None:
-        query = select(DecisionRow.decision).where(DecisionRow.id == decision_id)
+        query = select(DecisionRow.decision, DecisionRow.evidence).where(DecisionRow.id == decision_id)
         with self._guard("cannot read from"), self._sessions() as session:
-            found = session.scalar(query)
-        return None if found is None else decision_from_dict(found)
+            found = session.execute(query).first()
+        return None if found is None else _decision(*found)
 
     def count_decisions(self) -> int:
         with self._guard("cannot read from"), self._sessions() as session:
@@ -394,10 +395,16 @@ def _row(sample: SpeedSample) -> dict[str, object]:
 
 
 def _decision_row(d: Decision) -> dict[str, object]:
+    whole = decision_to_dict(d)
+    whole.pop("evidence", None)  # its own column
     return {"id": d.id, "time": d.time, "mode": d.mode, "action": d.action, "policy": d.policy,
             "model_version": d.model_version, "job_type": d.job_type, "user_id": d.user_id,
             "nodes": ",".join(d.nodes), "latency_ms": d.latency_ms, "fallback": d.fallback,
-            "reason": d.reason, "decision": decision_to_dict(d)}
+            "reason": d.reason, "decision": whole, "evidence": d.evidence}
+
+
+def _decision(whole: dict, evidence: dict | None) -> Decision:
+    return decision_from_dict({**whole, "evidence": evidence})
 
 
 def _report_row(r: SpeedReport, sample_id: int | None) -> dict[str, object]:
