@@ -86,6 +86,7 @@ def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path, spool: bo
     from slurm_advisor.daemon.daemon import Daemon
     from slurm_advisor.daemon.queue import NoQueue
     from slurm_advisor.daemon.service import AdviceService
+    from slurm_advisor.daemon.state import speed_model_of
     from slurm_advisor.policies import make_policy
     from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
     from slurm_advisor.slurm.expressible import express
@@ -96,9 +97,14 @@ def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path, spool: bo
     if not spool:
         (socket_path.parent / "no-spool").write_text("")
         config = replace(config, spool_dir=socket_path.parent / "no-spool" / "spool")
-    advisor = Advisor(make_policy(policy), fallback=SlurmDefaultPolicy() if policy == "learned" else None)
-    service = AdviceService(advisor, express, model_version=model_version(None) if policy == "learned" else None,
-                            has_switches=True)
+    # as build_daemon: each decision's evidence predicted by the model's speed model (the packaged
+    # model's for slurm-default)
+    learned = policy == "learned"
+    advisor = Advisor(make_policy(policy), fallback=SlurmDefaultPolicy() if learned else None,
+                      predictor=speed_model_of(None) if learned else None)
+    service = AdviceService(advisor, express, model_version=model_version(None) if learned else None,
+                            has_switches=True, speed=(None, None) if learned else (speed_model_of(None),
+                                                                                   model_version(None)))
     return Daemon(config, LoadedSource(snapshot), NoQueue(), service, Store.open(str(db))), service, advisor
 
 
@@ -117,7 +123,7 @@ def serve(nodes: int, policy: str, socket_path: Path, db: Path, spool: bool = Tr
 
 
 # -- the stages, in-process -----------------------------------------------------------------
-STAGES = ("reply_to", "service.advise", "advisor.advise", "slurms_choice", "express", "claims.add",
+STAGES = ("reply_to", "service.advise", "advisor.advise", "slurm_choice", "express", "evidence", "claims.add",
           "state.snapshot", "patience.alone")
 TASK_BUCKETS = ((1, 1), (2, 8), (9, 16), (17, 64))
 
@@ -152,7 +158,7 @@ def breakdown(nodes: int, policy: str, n_requests: int) -> dict:
     from slurm_advisor.daemon import service as service_module
 
     times: dict[str, list[float]] = {stage: [] for stage in STAGES}
-    slurms_choice = service_module.slurms_choice
+    slurm_choice = service_module.slurm_choice
 
     def timed(owner, name: str, stage: str) -> None:
         inner = getattr(owner, name)
@@ -180,8 +186,9 @@ def breakdown(nodes: int, policy: str, n_requests: int) -> dict:
             for line in lines[:30]:  # warm up, as the round trips do
                 dispatcher.reply_to(line, 0)
             for stage, (owner, name) in zip(STAGES, ((dispatcher, "reply_to"), (service, "advise"),
-                                                     (advisor, "advise"), (service_module, "slurms_choice"),
-                                                     (service, "_expressed"), (daemon.state.claims, "add"),
+                                                     (advisor, "advise"), (service_module, "slurm_choice"),
+                                                     (service, "_expressed"), (service, "_evidence"),
+                                                     (daemon.state.claims, "add"),
                                                      (daemon.state, "snapshot"), (advisor.policy, "alone"))):
                 if hasattr(owner, name):
                     timed(owner, name, stage)
@@ -190,7 +197,7 @@ def breakdown(nodes: int, policy: str, n_requests: int) -> dict:
                 dispatcher.reply_to(line, 0)
             collections.on = False
         finally:
-            service_module.slurms_choice = slurms_choice  # a module function: the next run wraps it anew
+            service_module.slurm_choice = slurm_choice  # a module function: the next run wraps it anew
             gc.callbacks.remove(collections)
             daemon.stop()
     return {"nodes": nodes, "policy": policy, "requests": n_requests,
