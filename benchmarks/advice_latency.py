@@ -7,10 +7,13 @@ benchmarks/decision_time.py (16, 1,000 and 10,000 nodes shaped like examples/clu
 records every decision into a SQLite store, as deployed. The client does what job_submit.lua
 does: a new connection per request, one line out, one line back. Requests are the benchmark
 mixes' jobs as the hook sends them (``loop.hook``: uniform per-task demand, memory per CPU). Claims
-last 1 s, so the load stays near its level instead of filling up with promised capacity.
+last 1 s, so the load stays near its level instead of filling up with promised capacity. Each
+decision records its evidence (daemon/evidence.py) as the daemon does: predicted by the packaged
+model's speed model, with ``--evidence-alternatives`` (default 2, the config's default) feasible
+alternatives; 0 measures what the alternatives cost.
 
     python benchmarks/advice_latency.py [--sizes 16,1000,10000] [--requests 500] [--seconds 5]
-                                        [--hook-calls 300] [--no-spool]
+                                        [--hook-calls 300] [--no-spool] [--evidence-alternatives 2]
 
 ``--hook-calls N`` also runs the real hooks/job_submit.lua (under lua5.1 with the tests' mocked
 ``slurm``, tests/hooks/lua/driver.lua: one Lua state, as in slurmctld) N times against the same
@@ -76,7 +79,7 @@ class LoadedSource:
         return self._snapshot
 
 
-def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path, spool: bool = True):
+def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path, spool: bool = True, alternatives: int = 2):
     """The daemon as the benchmark runs it (not started): (daemon, its service, its advisor).
     ``spool`` False: its spool directory cannot be made, so decisions are acknowledged from memory
     as before the spool (daemon/spool.py) — the spool's cost, measured on one machine."""
@@ -104,14 +107,15 @@ def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path, spool: bo
                       predictor=speed_model_of(None) if learned else None)
     service = AdviceService(advisor, express, model_version=model_version(None) if learned else None,
                             has_switches=True, speed=(None, None) if learned else (speed_model_of(None),
-                                                                                   model_version(None)))
+                                                                                   model_version(None)),
+                            alternatives=alternatives)
     return Daemon(config, LoadedSource(snapshot), NoQueue(), service, Store.open(str(db))), service, advisor
 
 
-def serve(nodes: int, policy: str, socket_path: Path, db: Path, spool: bool = True) -> None:
+def serve(nodes: int, policy: str, socket_path: Path, db: Path, spool: bool = True, alternatives: int = 2) -> None:
     from slurm_advisor.daemon.server import AdvisorServer
 
-    daemon, _, _ = build_daemon(nodes, policy, socket_path, db, spool)
+    daemon, _, _ = build_daemon(nodes, policy, socket_path, db, spool, alternatives)
     server = AdvisorServer(socket_path, daemon.dispatcher(), 2.0, taken=daemon.ready is not None)
     daemon.start()
     # As `serve` stops: the loop ends, then the daemon (its decision writer process included).
@@ -298,11 +302,12 @@ def hook_calls(path: Path, requests: list[dict], calls: int) -> list[float]:
 
 
 def measure(nodes: int, policy: str, n_requests: int, seconds: float, n_hook_calls: int = 0,
-            spool: bool = True) -> dict:
+            spool: bool = True, alternatives: int = 2) -> dict:
     with tempfile.TemporaryDirectory(prefix="advice-bench-") as tmp:
         sock, db = Path(tmp) / "advisor.sock", Path(tmp) / "advisor.db"
         child = subprocess.Popen([sys.executable, __file__, "--serve", str(nodes), "--policy", policy,
-                                  "--socket", str(sock), "--db", str(db), *([] if spool else ["--no-spool"])],
+                                  "--socket", str(sock), "--db", str(db), *([] if spool else ["--no-spool"]),
+                                  "--evidence-alternatives", str(alternatives)],
                                  stdout=subprocess.PIPE, text=True)
         try:
             running = int(child.stdout.readline().split()[1])
@@ -338,11 +343,13 @@ def main(argv=None) -> int:
     ap.add_argument("--policy", help=argparse.SUPPRESS)
     ap.add_argument("--socket", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--db", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--evidence-alternatives", type=int, default=2,
+                    help="feasible alternatives each decision's evidence weighs (the config's evidence_alternatives)")
     ap.add_argument("--no-spool", action="store_true",
                     help="acknowledge from memory, as before the spool: its cost, on the same machine")
     args = ap.parse_args(argv)
     if args.serve:
-        serve(args.serve, args.policy, args.socket, args.db, not args.no_spool)
+        serve(args.serve, args.policy, args.socket, args.db, not args.no_spool, args.evidence_alternatives)
         return 0
     if args.breakdown:
         rows = [breakdown(int(n), policy, args.requests) for n in args.sizes.split(",")
@@ -359,7 +366,8 @@ def main(argv=None) -> int:
     for n in (int(s) for s in args.sizes.split(",")):
         for policy in args.policies.split(","):
             try:
-                row = measure(n, policy, args.requests, args.seconds, args.hook_calls, not args.no_spool)
+                row = measure(n, policy, args.requests, args.seconds, args.hook_calls, not args.no_spool,
+                              args.evidence_alternatives)
             except DaemonUnavailable as exc:
                 print(f"{n:>6} {policy}: daemon failed: {exc}")
                 return 1

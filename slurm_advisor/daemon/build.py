@@ -64,7 +64,7 @@ def build_daemon(config: DaemonConfig) -> Daemon:
                             model_version=version, model_problem=problem, release=release,
                             has_switches=any(n.switch for n in snapshot.nodes), hold_wait_s=config.hold_wait_s,
                             pins=not block_topology(show_config), default_partition=_default_partition(queue),
-                            max_tasks=config.max_tasks)
+                            max_tasks=config.max_tasks, alternatives=config.evidence_alternatives)
     store = Store.open(config.db)
     daemon = Daemon(config, source, queue, service, store, _jobcomp(show_config))
     daemon.state.counters.model_reload_failures += problem is not None

@@ -6,15 +6,18 @@ On the snapshot the decision was made on (the request's own view of it), the dae
 - ``slurm``: Slurm's own choice for the unmodified request (``slurm/cons_tres.py``, the release
   read at start), where the model knows it (not for a request that names nodes or fixes per-node
   counts: ``JobRequest.narrows``);
-- at most :data:`MAX_ALTERNATIVES` other feasible layouts: Slurm's choice under each node count
-  ``-N k`` (k in :data:`NODE_COUNTS`) inside the request's own range, that fits now and honours
-  the whole request.
+- other feasible layouts, at most ``alternatives`` (config ``evidence_alternatives``, default
+  :data:`MAX_ALTERNATIVES`): Slurm's choice under a node count ``-N k`` (k in
+  :data:`NODE_COUNTS`, the first ``alternatives`` of them inside the request's own range), that
+  fits now and honours the whole request. Each costs a cons_tres pass over the nodes, on the
+  request's path (0.05-0.2 ms at 1,000 nodes): hence the bound.
 
 Each layout is its per-node ``[node, ps, workers]`` counts with its speed predicted then, by the
-speed model of the model that decided (``model``), all in one pass where the model batches.
+speed model of the model that decided (``model``), all in one pass where the model batches (a
+layout recorded twice, the advised one being Slurm's own choice, is predicted once).
 Layouts equal up to identical nodes (same CPUs, GPUs, memory and switch, same PS and worker
 counts: :func:`signature`) are one layout, stored once. The record's size is bounded by the job's
-own size: at most 2 + MAX_ALTERNATIVES layouts of at most one entry per task.
+own size: at most 2 + ``alternatives`` layouts of at most one entry per task.
 """
 from __future__ import annotations
 
@@ -64,7 +67,8 @@ def node_kind(snapshot: ClusterSnapshot) -> Callable[[str], tuple]:
 
 
 def record(view: ClusterSnapshot, job: Job, advised: Placement, slurm: Placement | None, speed,
-           model: str | None, *, topology: bool = False, release: Release = DEFAULT) -> dict[str, Any]:
+           model: str | None, *, topology: bool = False, release: Release = DEFAULT,
+           alternatives: int = MAX_ALTERNATIVES) -> dict[str, Any]:
     """The evidence of one decision (see the module's doc); ``speed`` None: layouts, no predictions."""
     kind = node_kind(view)
     named: list[tuple[str, Placement]] = [(ADVISED, advised)]
@@ -76,23 +80,32 @@ def record(view: ClusterSnapshot, job: Job, advised: Placement, slurm: Placement
     elif slurm is not None:
         named.append((SLURM, slurm))  # kept even when it is the advised one: shadow compares to it
         seen.add(signature(tasks_of(slurm), kind))
-    if not narrows:
-        named.extend(_alternatives(view, job, seen, kind, topology, release))
-    predicted = predict_many(speed, view, job, [p for _, p in named]) if speed is not None else [None] * len(named)
-    out["layouts"] = [{"name": name, "tasks": tasks_of(p), "predicted": s} for (name, p), s in zip(named, predicted)]
+    if not narrows and alternatives > 0:
+        named.extend(_alternatives(view, job, seen, kind, topology, release, alternatives))
+    out["layouts"] = [{"name": name, "tasks": tasks_of(p), "predicted": s}
+                      for (name, p), s in zip(named, _predicted(speed, view, job, [p for _, p in named]))]
     return out
 
 
+def _predicted(speed, view: ClusterSnapshot, job: Job, placements: list[Placement]) -> list[float | None]:
+    """Each placement's predicted speed (None without a speed model), an equal one predicted once."""
+    if speed is None:
+        return [None] * len(placements)
+    keys = [tuple(p.per_node()) for p in placements]
+    unique = list(dict.fromkeys(keys))
+    first = {key: placements[keys.index(key)] for key in unique}
+    by_key = dict(zip(unique, predict_many(speed, view, job, [first[k] for k in unique])))
+    return [by_key[key] for key in keys]
+
+
 def _alternatives(view: ClusterSnapshot, job: Job, seen: set, kind, topology: bool,
-                  release: Release) -> list[tuple[str, Placement]]:
+                  release: Release, most: int) -> list[tuple[str, Placement]]:
+    """Slurm's layouts under the first ``most`` node counts inside the request's range, new ones only."""
     request = job.request
     low, high = (1, None) if request is None else (request.min_nodes, request.max_nodes)
+    counts = [k for k in NODE_COUNTS if low <= k <= min(job.num_tasks, high or job.num_tasks)][:most]
     out: list[tuple[str, Placement]] = []
-    for k in NODE_COUNTS:
-        if len(out) >= MAX_ALTERNATIVES or k > job.num_tasks or (high is not None and k > high):
-            break
-        if k < low:
-            continue
+    for k in counts:
         placement = select(view, job, topology=topology, min_nodes=k, max_nodes=k, release=release)
         if placement is None or (request is not None and request.violations(view, placement)):
             continue

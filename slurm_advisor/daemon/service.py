@@ -119,11 +119,12 @@ class AdviceService:
                  has_switches: bool = False, hold_wait_s: float = 600.0, pins: bool = True,
                  default_partition: str | None = None, model_problem: str | None = None, seed: int = 0,
                  max_tasks: int = MAX_TASKS, release: Release | None = None,
-                 speed: tuple[Any, str | None] = (None, None)):
+                 speed: tuple[Any, str | None] = (None, None), alternatives: int = evidence.MAX_ALTERNATIVES):
         self.advisor = advisor
         # (speed model, its model's version) that predicts the evidence of a heuristic policy's
         # decisions (a model-backed advisor's own ``predictor`` predicts its own)
         self.speed = speed
+        self.alternatives = alternatives  # feasible alternatives each decision's evidence weighs (config)
         self.release = release  # the Slurm release read at start (None: not read, 22.05 modelled)
         self.max_tasks = max_tasks  # the site's bound on one job's tasks (config max_tasks)
         self.model_problem = model_problem  # why the configured model is not the one serving
@@ -204,7 +205,7 @@ class AdviceService:
         model's speed model (a heuristic policy's: the daemon's default model, ``speed``)."""
         speed, model = (advisor.predictor, model_version) if advisor.predictor is not None else self.speed
         return evidence.record(view, job, placement, slurm, speed, model, topology=self.has_switches,
-                               release=self.release or DEFAULT)
+                               release=self.release or DEFAULT, alternatives=self.alternatives)
 
     def _in_partition(self, snapshot: ClusterSnapshot, job: Job, sub: Submission,
                       partition: Any) -> tuple[Job, str]:

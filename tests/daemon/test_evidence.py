@@ -101,3 +101,15 @@ def test_the_evidence_survives_the_spool(busy):
     service = AdviceService(Advisor(SpreadPolicy(), predictor=SPEED), express, model_version="m1")
     decision = service.advise(busy, fields(3), "observe")[1]
     assert decision.evidence is not None and decision_of_line(decision_line(decision)) == decision
+
+
+def test_the_alternatives_are_bounded_by_the_config(busy):
+    """evidence_alternatives = 0: the advised layout and Slurm's choice only (no extra cons_tres pass)."""
+    counts = {}
+    for most in (0, 1, 3):
+        service = AdviceService(Advisor(SpreadPolicy(), predictor=SPEED), express, model_version="m1",
+                                alternatives=most)
+        recorded = layouts(service.advise(busy, fields(11), "observe")[1].evidence)
+        counts[most] = len(recorded) - 2
+        assert list(recorded)[:2] == ["advised", "slurm"] and counts[most] <= most
+    assert counts[0] == 0 and counts[3] >= 1
