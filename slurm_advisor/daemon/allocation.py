@@ -11,11 +11,17 @@ per node) nothing needs reading: squeue's and the job completion file's node lis
 """
 from __future__ import annotations
 
+import dataclasses
+import logging
 import re
 
 from slurm_advisor.cluster.slurm_json import expand_hostlist
+from slurm_advisor.domain.outcome import Outcome
+
+log = logging.getLogger("slurm_advisor.daemon")
 
 SCONTROL = "scontrol show job -d"
+PER_REFRESH = 32  # `scontrol show job -d` reads a refresh: a burst of starts waits its turn
 NODE_LIST = "node list"  # the counts follow from the node list alone
 _PER_NODE = re.compile(r"\bNodes=(\S+) CPU_IDs=(\S+) Mem=")
 _NUM_TASKS = re.compile(r"\bNumTasks=(\d+)\b")
@@ -65,3 +71,57 @@ def count_ids(spec: str) -> int:
         lo, _, hi = part.partition("-")
         total += int(hi or lo) - int(lo) + 1
     return total
+
+
+Allocation = tuple[tuple[str, ...], tuple[int, ...], str]  # nodes, tasks on each, where read
+
+
+class Allocations:
+    """The per-node task counts of the advised jobs the daemon saw start, read once each (the
+    refresher's thread): from the node list where it fixes them, else from ``queue.allocation``
+    (``scontrol show job -d``), at most :data:`PER_REFRESH` reads a refresh. At most ``kept``
+    jobs are remembered, the oldest forgotten first."""
+
+    def __init__(self, queue, kept: int):
+        self.queue, self.kept = queue, kept
+        self._known: dict[str, Allocation] = {}
+        self._reads = PER_REFRESH
+
+    def refresh(self) -> None:
+        self._reads = PER_REFRESH
+
+    def of(self, job) -> Allocation:
+        """(nodes, Slurm's tasks on each, where read) of an advised job (``queue.AdvisedJob``);
+        () and "" while not known: not started, or not read yet (read again at its next change)."""
+        known = self._known.get(job.job_id)
+        if known is not None or not job.started or not job.nodes:
+            return known or (job.nodes, (), "")
+        tasks, found = from_node_list(job.nodes, job.tasks), None
+        if tasks:
+            found = (job.nodes, tasks, NODE_LIST)
+        elif self._reads > 0 and hasattr(self.queue, "allocation"):
+            self._reads -= 1
+            found = self._read(job)
+        if found is None:
+            return job.nodes, (), ""
+        if len(self._known) >= self.kept:
+            self._known.pop(next(iter(self._known)))
+        self._known[job.job_id] = found
+        return found
+
+    def _read(self, job) -> Allocation | None:
+        from slurm_advisor.daemon.queue import QueueError
+
+        try:
+            read = self.queue.allocation(job.job_id)
+        except QueueError as exc:
+            log.warning("cannot read job %s's allocation: %s", job.job_id, exc)
+            return None
+        return None if read is None or set(read[0]) != set(job.nodes) else (*read, SCONTROL)
+
+    def attached(self, outcome: Outcome) -> Outcome:
+        """A job completion record's outcome with the counts read while the job ran."""
+        known = self._known.get(outcome.job_id)
+        if known is None or set(known[0]) != set(outcome.nodes):
+            return outcome
+        return dataclasses.replace(outcome, nodes=known[0], tasks=known[1], tasks_from=known[2])

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_advisor.cluster.base import ClusterSource
-from slurm_advisor.daemon.allocation import NODE_LIST, SCONTROL, from_node_list
+from slurm_advisor.daemon.allocation import Allocations
 from slurm_advisor.daemon.batches import BatchWriter, report_line, report_of_line
 from slurm_advisor.daemon.claims import Claims
 from slurm_advisor.daemon.config import DaemonConfig
@@ -27,7 +27,7 @@ from slurm_advisor.daemon.metrics import DaemonMetrics
 from slurm_advisor.daemon.mode_file import ModeKeeper, mode_file_path
 from slurm_advisor.daemon.pins import pin_of
 from slurm_advisor.daemon.protocol import MODES, ProtocolError, parse_report
-from slurm_advisor.daemon.queue import AdvisedJob, QueueError
+from slurm_advisor.daemon.queue import AdvisedJob
 from slurm_advisor.daemon.ready import ReadyAnswers
 from slurm_advisor.daemon.samples import live_sample
 from slurm_advisor.daemon.server import Dispatcher
@@ -48,7 +48,6 @@ _RECENT = 10_000  # decisions kept in memory for unpinning (the user's node coun
 _SWITCH_INTERVAL_S = 0.0005  # the GIL's switch interval while serving (see start)
 _SERVER_SPOOL = Path("/var/lib/slurm-advisor/spool")  # the spool of a PostgreSQL store, by default
 _TRACKED = 100_000  # advised jobs whose last recorded state is remembered (an outcome per change)
-_ALLOCATIONS_PER_REFRESH = 32  # `scontrol show job -d` reads a refresh (a burst of starts waits its turn)
 _SEED_SAMPLES = 2_000  # the newest live samples that give each job type its known speeds at start
 
 
@@ -89,7 +88,7 @@ class Daemon:
         self._recent: dict[str, Decision] = {}
         self._recent_lock = threading.Lock()
         self._tracked: dict[str, tuple[str, float, float]] = {}  # job id -> (state, start, end) recorded
-        self._allocations: dict[str, tuple[tuple[str, ...], tuple[int, ...], str]] = {}  # read from Slurm
+        self.allocations = Allocations(queue, _TRACKED)  # Slurm's per-node task counts of started jobs
         self._open: dict[str, str | None] = {}  # advised jobs not seen to end: job id -> decision id
         self._last_received = 0.0  # reports' receipt times, strictly increasing: a report's key in the store
         # The snapshot each report came in under, by its receipt time, until it is written: the
@@ -356,7 +355,7 @@ class Daemon:
     def _track_outcomes(self, advised: list[AdvisedJob]) -> None:
         """The refresher's hook: an outcome row per advised job, updated whenever Slurm's view
         changes, with Slurm's per-node task counts once it has started."""
-        budget = _ALLOCATIONS_PER_REFRESH
+        self.allocations.refresh()
         for job in advised:
             seen = (job.state, job.start_time, job.end_time)
             if self._tracked.get(job.job_id) == seen:
@@ -364,8 +363,7 @@ class Daemon:
             if len(self._tracked) >= _TRACKED:
                 self._tracked.pop(next(iter(self._tracked)))
             self._tracked[job.job_id] = seen
-            nodes, tasks, read_from = self._allocation(job, budget)
-            budget -= read_from == SCONTROL
+            nodes, tasks, read_from = self.allocations.of(job)
             outcome = Outcome(job.job_id, job.state, job.decision, job.submit_time or None,
                               job.start_time or None, job.end_time or None, nodes, tasks, read_from)
             self.outcomes.put(outcome)
@@ -376,38 +374,7 @@ class Daemon:
         if self.jobcomp is not None and self._open:
             for outcome in self.jobcomp.ended(self._open):
                 self._open.pop(outcome.job_id, None)
-                self.outcomes.put(self._with_allocation(outcome))
-
-    def _allocation(self, job: AdvisedJob, budget: int) -> tuple[tuple[str, ...], tuple[int, ...], str]:
-        """(nodes, Slurm's tasks on each, where read) of a started job: from its node list where
-        that fixes them, else from ``scontrol show job -d`` once (at most ``budget`` reads a
-        refresh; a job left over is read at its next change); () and "" while not known."""
-        known = self._allocations.get(job.job_id)
-        if known is not None or not job.started or not job.nodes:
-            return known or (job.nodes, (), "")
-        tasks, found = from_node_list(job.nodes, job.tasks), None
-        if tasks:
-            found = (job.nodes, tasks, NODE_LIST)
-        elif budget > 0 and hasattr(self.queue, "allocation"):
-            try:
-                read = self.queue.allocation(job.job_id)
-            except QueueError as exc:
-                log.warning("cannot read job %s's allocation: %s", job.job_id, exc)
-                read = None
-            found = None if read is None or set(read[0]) != set(job.nodes) else (*read, SCONTROL)
-        if found is None:
-            return job.nodes, (), ""
-        if len(self._allocations) >= _TRACKED:
-            self._allocations.pop(next(iter(self._allocations)))
-        self._allocations[job.job_id] = found
-        return found
-
-    def _with_allocation(self, outcome: Outcome) -> Outcome:
-        """A job completion record's outcome with the per-node counts read while it ran."""
-        known = self._allocations.get(outcome.job_id)
-        if known is None or set(known[0]) != set(outcome.nodes):
-            return outcome
-        return dataclasses.replace(outcome, nodes=known[0], tasks=known[1], tasks_from=known[2])
+                self.outcomes.put(self.allocations.attached(outcome))
 
 
 def spool_directory(config: DaemonConfig, store: Store | None) -> Path | None:
