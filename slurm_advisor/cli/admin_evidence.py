@@ -91,7 +91,7 @@ def judge(decision: Decision, outcome: Outcome | None, job: Job, view: ClusterSn
     kind = node_kind(view)
     if actual is not None:
         row["differs"] = signature(row["advisor_tasks"], kind) != signature(actual, kind)
-        match = next((e for e in _in_order(recorded) if signature(e["tasks"], kind) == signature(actual, kind)), None)
+        match = next((e for e in slurm_first(recorded) if signature(e["tasks"], kind) == signature(actual, kind)), None)
         if match is not None:
             row["slurm_predicted"], row["slurm_as"] = match["predicted"], match["name"]
         if isinstance(recorded.get(SLURM), dict):
@@ -102,7 +102,7 @@ def judge(decision: Decision, outcome: Outcome | None, job: Job, view: ClusterSn
     return row
 
 
-def _in_order(recorded: dict[str, dict]) -> list[dict]:
+def slurm_first(recorded: dict[str, dict]) -> list[dict]:
     """Slurm's modelled choice first: where it equals the advised one, Slurm's name is kept."""
     return sorted(recorded.values(), key=lambda e: (e["name"] != SLURM, e["name"] != ADVISED))
 

@@ -148,8 +148,8 @@ def explain(store, judge: Judge, key: str) -> dict[str, Any]:
         "measured": measured(store, outcome.job_id if outcome else None)}
     if recorded:
         ev_model = decision.evidence.get("model")
-        out.update(evidence="recorded", chosen=_entry(judge, job, recorded[ADVISED]),
-                   alternatives=[_entry(judge, job, e) for name, e in recorded.items() if name != ADVISED],
+        out.update(evidence="recorded", chosen=_entry(job, recorded[ADVISED]),
+                   alternatives=[_entry(job, e) for name, e in recorded.items() if name != ADVISED],
                    speed_model=f"model {ev_model}, which decided" if ev_model else "no speed model (not predicted)",
                    cluster_view="snapshot of the decision")
         if decision.evidence.get("slurm") and not isinstance(decision.evidence["slurm"], dict):
@@ -163,7 +163,7 @@ def explain(store, judge: Judge, key: str) -> dict[str, Any]:
     return out
 
 
-def _entry(judge: Judge, job: Job, entry: dict[str, Any]) -> dict[str, Any]:
+def _entry(job: Job, entry: dict[str, Any]) -> dict[str, Any]:
     from slurm_advisor.daemon.evidence import placement_of
 
     placement = placement_of(job, entry["tasks"])
@@ -180,7 +180,7 @@ def _slurm_row(judge: Judge, decision: Decision, outcome: Outcome | None, job: J
                recorded: dict[str, dict]) -> dict[str, Any] | None:
     """Where Slurm put the job (its per-node counts, read from Slurm) and, where that layout is
     one the decision recorded, its speed predicted then; None before it started."""
-    from slurm_advisor.cli.admin_evidence import slurm_tasks
+    from slurm_advisor.cli.admin_evidence import slurm_first, slurm_tasks
     from slurm_advisor.daemon.evidence import node_kind, placement_of, signature
 
     if outcome is None or not outcome.nodes:
@@ -190,7 +190,7 @@ def _slurm_row(judge: Judge, decision: Decision, outcome: Outcome | None, job: J
         return {"name": "slurm", "nodes": list(outcome.nodes), "layout": "", "predicted": None, "note": where}
     placement = placement_of(job, tasks)
     kind = node_kind(judge.snapshot)
-    match = next((e for e in recorded.values() if signature(e["tasks"], kind) == signature(tasks, kind)), None)
+    match = next((e for e in slurm_first(recorded) if signature(e["tasks"], kind) == signature(tasks, kind)), None)
     if recorded:
         predicted = match["predicted"] if match else None
         note = f"read from {where}; " + (f"as recorded layout {match['name']}" if match else
