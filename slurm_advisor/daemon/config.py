@@ -61,6 +61,7 @@ class DaemonConfig:
     canary_share: float = 0.2                 # a model the gate accepts first serves this share of marked jobs; 0: none
     canary_jobs: int = 20                     # completed, reported jobs per arm before the canary is decided
     evidence_alternatives: int = 2            # feasible alternatives (-N k layouts) each decision records, predicted
+    evidence_queue: int = 1000                # decisions waiting for their evidence (computed after the reply); beyond: none
 
     def validated(self) -> DaemonConfig:
         if self.mode not in MODES:
@@ -108,7 +109,8 @@ RANGES: dict[str, Range] = {
     "max_connections_per_uid": Range(1, 65536),
     "canary_share": Range(0, 0.5),                    # a canary serves the smaller arm
     "canary_jobs": Range(5, 100000),                  # fewer: no test can tell the arms apart
-    "evidence_alternatives": Range(0, 3),             # one cons_tres pass each, on the request's path
+    "evidence_alternatives": Range(0, 3),             # one cons_tres pass each, after the reply
+    "evidence_queue": Range(1, 100_000),              # each holds its snapshot's free array (24 bytes a node)
 }
 
 

@@ -21,6 +21,7 @@ from slurm_advisor.daemon.allocation import Allocations
 from slurm_advisor.daemon.batches import BatchWriter, report_line, report_of_line
 from slurm_advisor.daemon.claims import Claims
 from slurm_advisor.daemon.config import DaemonConfig
+from slurm_advisor.daemon.evidence_worker import EvidenceWorker
 from slurm_advisor.daemon.gc_pauses import FrozenHeap
 from slurm_advisor.daemon.jobcomp import JobCompFile
 from slurm_advisor.daemon.metrics import DaemonMetrics
@@ -54,18 +55,16 @@ _SEED_SAMPLES = 2_000  # the newest live samples that give each job type its kno
 class Daemon:
     def __init__(self, config: DaemonConfig, source: ClusterSource, queue, service: AdviceService,
                  store: Store | None, jobcomp: JobCompFile | None = None):
-        self.config = config
-        self.source = source
-        self.queue = queue
-        self.service = service
+        self.config, self.source, self.queue, self.service = config, source, queue, service
         self.state = DaemonState(config.mode, Claims(config.claim_ttl_s))
         # Acknowledged means on disk: the spool's files, drained by the writers (daemon/spool.py).
         spool = spool_directory(config, store)
         self.writer = decision_writer(store, config.decision_log, spool)
         self.reports = BatchWriter(None if store is None else self._write_reports, what="report",
                                    describe=lambda item: f"of job {item[0].job_id}",
-                                   spool=None if spool is None else SpoolChannel(spool, "report", report_line,
-                                                                                 report_of_line))
+                                   spool=spool and SpoolChannel(spool, "report", report_line, report_of_line))
+        # each decision's evidence, computed after its reply and spooled after it (evidence_worker.py)
+        self.evidence = EvidenceWorker(self.writer.put, capacity=config.evidence_queue)
         self.outcomes = BatchWriter(None if store is None else store.record_outcomes, what="outcome",
                                     describe=lambda o: f"of job {o.job_id}")
         self.store = store
@@ -79,8 +78,7 @@ class Daemon:
         self.refresher = Refresher(self.state, source, queue, period_s=config.refresh_s,
                                    pin_bound_s=config.pin_bound_s, node_counts=self._user_node_counts,
                                    pin_of=lambda decision: pin_of(self._decision(decision), job_from_request),
-                                   on_advised=self._track_outcomes,
-                                   after_refresh=self._after_refresh)
+                                   on_advised=self._track_outcomes, after_refresh=self._after_refresh)
         # Answers computed ahead for repeat requests (daemon/ready.py); they live a few refreshes.
         self.ready = ReadyAnswers(config.socket, config.ready_keys, max(10.0, 3 * config.refresh_s),
                                   self._advise_lock, service.advise, self._ready_state) \
@@ -106,19 +104,23 @@ class Daemon:
         self.state.counters.requests += 1
         if not isinstance(fields, dict):
             raise ProtocolError("advise: 'job' must be an object")
+        self.evidence.request()
         with self._advise_lock:
             snapshot = self.state.snapshot()
             if snapshot is None:
                 return self._measured({"ok": True, "decision": None, "mode": self.state.mode, "action": "none",
                                        "reason": "no cluster snapshot yet"}, None)
-            reply, decision, job, placement = self.service.advise(snapshot, fields, self.state.mode)
-            if placement is not None:
-                self.state.claims.add(decision.id, snapshot, job, placement, time.monotonic())
+            decided = self.service.decide(snapshot, fields, self.state.mode)
+            reply, decision = decided.reply, decided.decision
+            if decided.claim is not None:
+                self.state.claims.add(decision.id, snapshot, decided.job, decided.claim, time.monotonic())
                 if self.ready is not None:
                     self.ready.withdraw()  # before the reply leaves: the file's answers may overlap
         if self.ready is not None and ready_key is not None:
             self.ready.remember(ready_key, fields)
         self._decided(reply, decision)
+        if decided.evidence is not None:  # after the decision: spooled after it, never instead of it
+            self.evidence.submit(decision.id, decided.evidence)
         return self._measured(reply, decision)
 
     def taken(self, request: dict[str, Any]) -> None:
@@ -271,6 +273,7 @@ class Daemon:
                 **{f"{what}_{count}": getattr(writer, count) for what, writer in
                    (("decisions", self.writer), ("reports", self.reports))
                    for count in ("spooled", "spool_failed", "spool_damaged")},
+                **{f"evidence_{n}": getattr(self.evidence, n) for n in ("recorded", "dropped", "failed", "queued")},
                 "outcomes_written": self.outcomes.written, "policy_errors": self.service.advisor.errors,
                 **vars(self.state.counters),
                 **({} if self.ready is None else {"ready_published": self.ready.published,
@@ -292,7 +295,7 @@ class Daemon:
             self.metrics.start(self.config.metrics_address, self.config.metrics_port)
         self._seed_type_speeds()
         self.mode_keeper.start()
-        for writer in (self.writer, self.reports, self.outcomes):
+        for writer in (self.writer, self.reports, self.outcomes, self.evidence):
             writer.start()
         self.refresher.start()
         if self.ready is not None:
@@ -304,7 +307,7 @@ class Daemon:
         self.refresher.stop()
         if self.metrics is not None:
             self.metrics.stop()
-        for writer in (self.writer, self.reports, self.outcomes):
+        for writer in (self.evidence, self.writer, self.reports, self.outcomes):  # evidence before its writer
             writer.stop()
         self.mode_keeper.stop()  # a switch just before the stop is on disk for the next start
         if self.store is not None:

@@ -9,8 +9,13 @@ On the snapshot the decision was made on (the request's own view of it), the dae
 - other feasible layouts, at most ``alternatives`` (config ``evidence_alternatives``, default
   :data:`MAX_ALTERNATIVES`): Slurm's choice under a node count ``-N k`` (k in
   :data:`NODE_COUNTS`, the first ``alternatives`` of them inside the request's own range), that
-  fits now and honours the whole request. Each costs a cons_tres pass over the nodes, on the
-  request's path (0.05-0.2 ms at 1,000 nodes): hence the bound.
+  fits now and honours the whole request. Each costs a cons_tres pass over the nodes
+  (0.05-0.2 ms at 1,000 nodes): hence the bound.
+
+The daemon computes it after the reply, in a background worker (``daemon/evidence_worker.py``):
+:class:`Pending` holds the inputs of the moment (the decision's own frozen snapshot view, the
+placements, the deciding model's speed model object, not the service's current one), and
+:class:`Recorded` is what follows the decision to the store, keyed by its id.
 
 Each layout is its per-node ``[node, ps, workers]`` counts with its speed predicted then, by the
 speed model of the model that decided (``model``), all in one pass where the model batches (a
@@ -22,6 +27,7 @@ own size: at most 2 + ``alternatives`` layouts of at most one entry per task.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Role, TaskAssignment
@@ -35,6 +41,36 @@ ADVISED, SLURM = "advised", "slurm"
 UNMODELLED = "not modelled: the request names nodes or fixes per-node counts, which Slurm places otherwise"
 
 Tasks = list[list]  # [[node, ps, workers], ...]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One decision's evidence, still to compute: everything :func:`record` reads, captured when
+    the decision was made. The snapshot is immutable (every change makes a new one) and ``speed``
+    is the deciding model's own object, which a promotion or a canary's end replaces in the
+    service without changing it, so computing this later gives what computing it then gave."""
+
+    view: ClusterSnapshot
+    job: Job
+    advised: Placement
+    slurm: Placement | None
+    speed: Any
+    model: str | None
+    topology: bool = False
+    release: Release = DEFAULT
+    alternatives: int = MAX_ALTERNATIVES
+
+    def __call__(self) -> dict[str, Any]:
+        return record(self.view, self.job, self.advised, self.slurm, self.speed, self.model,
+                      topology=self.topology, release=self.release, alternatives=self.alternatives)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A decision's evidence, as it follows the decision (spooled after it, applied to its row)."""
+
+    decision_id: str
+    evidence: dict[str, Any]
 
 
 def tasks_of(placement: Placement) -> Tasks:

@@ -114,6 +114,18 @@ def in_canary(decision_id: str, share: float) -> bool:
     return int.from_bytes(digest[:8], "big") / 2.0 ** 64 < share
 
 
+@dataclass(frozen=True)
+class Decided:
+    """One request decided: the reply, the decision (no evidence yet), the job, the placement to
+    claim (None: nothing), and the decision's evidence to compute (None: nothing to weigh)."""
+
+    reply: dict[str, Any]
+    decision: Decision
+    job: Job
+    claim: Placement | None
+    evidence: evidence.Pending | None
+
+
 class AdviceService:
     def __init__(self, advisor: Advisor, express: Express, *, model_version: str | None = None,
                  has_switches: bool = False, hold_wait_s: float = 600.0, pins: bool = True,
@@ -153,8 +165,18 @@ class AdviceService:
     def advise(self, snapshot: ClusterSnapshot, fields: dict[str, Any], mode: str,
                decision_id: str | None = None, rng: np.random.Generator | None = None,
                ) -> tuple[dict[str, Any], Decision, Job, Placement | None]:
-        """(reply, decision, job, placement to claim or None). ProtocolError on a bad request.
-        ``rng``: another thread's (the ready answers'); numpy's generators are not thread-safe."""
+        """(reply, decision with its evidence, job, placement to claim or None): :meth:`decide`
+        with the evidence computed at once (the ready answers' thread, tests, the CLI's fixtures)."""
+        decided = self.decide(snapshot, fields, mode, decision_id, rng)
+        decision = decided.decision if decided.evidence is None else \
+            replace(decided.decision, evidence=decided.evidence())
+        return decided.reply, decision, decided.job, decided.claim
+
+    def decide(self, snapshot: ClusterSnapshot, fields: dict[str, Any], mode: str,
+               decision_id: str | None = None, rng: np.random.Generator | None = None) -> Decided:
+        """The reply and the decision (its evidence still to compute: ``Decided.evidence``).
+        ProtocolError on a bad request. ``rng``: another thread's (the ready answers'); numpy's
+        generators are not thread-safe."""
         started = time.perf_counter()
         decision_id = decision_id or new_decision_id()
         sub = submission(fields)
@@ -187,25 +209,26 @@ class AdviceService:
             held = advice.held
             reply.update(max_nodes=cap_nodes, switches=1 if self.has_switches and held else None,
                          wait4switch_s=int(self.hold_wait_s) if self.has_switches and held else None)
-        judged = None if placement is None else self._evidence(view, job, placement, slurm, advisor, model_version)
+        pending = None if placement is None else self._evidence(view, job, placement, slurm, advisor, model_version)
         decision = Decision(
             decision_id, datetime.now(UTC), mode, action, advice.policy, model_version, job.type,
             fields.get("user_id") if isinstance(fields.get("user_id"), int) else None, dict(fields),
             layout=tuple(layout) if action == "place" else (), would=tuple(layout) if action != "place" else (),
             max_nodes=cap_nodes, latency_ms=(time.perf_counter() - started) * 1e3,
-            fallback=advice.fallback, reason=reply["reason"], evidence=judged)
+            fallback=advice.fallback, reason=reply["reason"])
         # What Slurm will run where: a pin, or its own choice; observe mode claims what advise
         # would, so that a burst's later decisions see its earlier ones.
         claimed = action == "place" or own or (mode == "observe" and placement is not None and not left)
-        return reply, decision, job, placement if claimed else None
+        return Decided(reply, decision, job, placement if claimed else None, pending)
 
     def _evidence(self, view: ClusterSnapshot, job: Job, placement: Placement, slurm: Placement | None,
-                  advisor: Advisor, model_version: str | None) -> dict[str, Any]:
-        """What the decision is judged by later (daemon/evidence.py), predicted by the deciding
-        model's speed model (a heuristic policy's: the daemon's default model, ``speed``)."""
+                  advisor: Advisor, model_version: str | None) -> evidence.Pending:
+        """What the decision is judged by later (daemon/evidence.py), to be predicted by the
+        deciding model's speed model (a heuristic policy's: the daemon's default model, ``speed``),
+        captured now: a model swapped in meanwhile changes nothing in it."""
         speed, model = (advisor.predictor, model_version) if advisor.predictor is not None else self.speed
-        return evidence.record(view, job, placement, slurm, speed, model, topology=self.has_switches,
-                               release=self.release or DEFAULT, alternatives=self.alternatives)
+        return evidence.Pending(view, job, placement, slurm, speed, model, self.has_switches,
+                                self.release or DEFAULT, self.alternatives)
 
     def _in_partition(self, snapshot: ClusterSnapshot, job: Job, sub: Submission,
                       partition: Any) -> tuple[Job, str]:

@@ -31,6 +31,7 @@ from slurm_advisor.daemon.batches import (
     DecisionBatches,
     decision_line,
     decision_of_line,
+    store_decisions,
 )
 from slurm_advisor.daemon.spool import SpoolChannel, SpoolReader
 from slurm_advisor.errors import InputError
@@ -232,7 +233,7 @@ class _ChildBatches(DecisionBatches):
         # Idempotent: the spool may hold decisions a killed run (or a dead child) wrote already.
         super().__init__(store, log_path)
         if store is not None:
-            self.write_spooled = lambda batch: store.record_decisions(batch, skip_stored=True)
+            self.write_spooled = lambda batch: store_decisions(store, batch, skip_stored=True)
         self._counts = counts
         self._unwritable = store is None  # the store would not open here: every batch is dropped
         self._reader = spool

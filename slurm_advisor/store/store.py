@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from sqlalchemy import Engine, create_engine, event, func, insert, select
+from sqlalchemy import Engine, bindparam, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
@@ -187,6 +187,20 @@ class Store(OutcomesAndModels):
                 session.execute(insert(DecisionRow.__table__), rows)
         self.commits += 1
         return len(rows)
+
+    def record_evidence(self, items: Iterable[tuple[str, dict]]) -> int:
+        """Each (decision id, evidence) into that decision's row, in one transaction: the evidence
+        the daemon computes after the reply (daemon/evidence_worker.py). Returns how many rows
+        took one where the driver says (a decision not stored takes none), else how many were given."""
+        rows = [{"key": decision_id, "evidence": evidence} for decision_id, evidence in items]
+        if not rows:
+            return 0
+        table = DecisionRow.__table__
+        statement = update(table).where(table.c.id == bindparam("key")).values(evidence=bindparam("evidence"))
+        with self._guard("cannot write to"), self._sessions.begin() as session:
+            count = session.connection().execute(statement, rows).rowcount
+        self.commits += 1
+        return count if count is not None and count >= 0 else len(rows)
 
     def load_decisions(self, *, limit: int | None = None) -> list[Decision]:
         """Decisions newest first, at most ``limit`` of them."""
