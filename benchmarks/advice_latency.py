@@ -10,7 +10,11 @@ mixes' jobs as the hook sends them (``loop.hook``: uniform per-task demand, memo
 last 1 s, so the load stays near its level instead of filling up with promised capacity. Each
 decision records its evidence (daemon/evidence.py) as the daemon does: predicted by the packaged
 model's speed model, with ``--evidence-alternatives`` (default 2, the config's default) feasible
-alternatives; 0 measures what the alternatives cost.
+alternatives; 0 measures what the alternatives cost. The evidence is computed after the reply, by
+the daemon's evidence worker once no request came for 5 ms (daemon/evidence_worker.py): during
+the back-to-back runs below it waits, and what its queue (1,000) cannot hold is dropped;
+``ev dropped`` is the share of the decisions with a layout to weigh (the others have no evidence
+to compute: with claims lasting 1 s the sustained runs fill the cluster) left without evidence so.
 
     python benchmarks/advice_latency.py [--sizes 16,1000,10000] [--requests 500] [--seconds 5]
                                         [--hook-calls 300] [--no-spool] [--evidence-alternatives 2]
@@ -128,7 +132,7 @@ def serve(nodes: int, policy: str, socket_path: Path, db: Path, spool: bool = Tr
 
 # -- the stages, in-process -----------------------------------------------------------------
 STAGES = ("reply_to", "service.advise", "advisor.advise", "slurm_choice", "express", "evidence", "claims.add",
-          "state.snapshot", "patience.alone")
+          "state.snapshot", "patience.alone", "evidence (worker)")
 TASK_BUCKETS = ((1, 1), (2, 8), (9, 16), (17, 64))
 
 
@@ -193,13 +197,15 @@ def breakdown(nodes: int, policy: str, n_requests: int) -> dict:
                                                      (advisor, "advise"), (service_module, "slurm_choice"),
                                                      (service, "_expressed"), (service, "_evidence"),
                                                      (daemon.state.claims, "add"),
-                                                     (daemon.state, "snapshot"), (advisor.policy, "alone"))):
+                                                     (daemon.state, "snapshot"), (advisor.policy, "alone"),
+                                                     (daemon.evidence, "_one"))):
                 if hasattr(owner, name):
                     timed(owner, name, stage)
             collections.on = True
             for line in lines:
                 dispatcher.reply_to(line, 0)
             collections.on = False
+            daemon.evidence.drain(120)  # after the requests, in the worker: "evidence (worker)"
         finally:
             service_module.slurm_choice = slurm_choice  # a module function: the next run wraps it anew
             gc.callbacks.remove(collections)
@@ -318,7 +324,8 @@ def measure(nodes: int, policy: str, n_requests: int, seconds: float, n_hook_cal
             one = sustained(sock, requests, seconds, 1)
             two = sustained(sock, requests, seconds, 2)
             hook = hook_calls(sock, requests, n_hook_calls) if n_hook_calls else []
-            taken = call(sock, "status").get("ready_taken", 0) if n_hook_calls else 0
+            status = call(sock, "status")
+            taken = status.get("ready_taken", 0) if n_hook_calls else 0
         finally:
             child.send_signal(signal.SIGTERM)
             child.wait(timeout=30)
@@ -326,6 +333,8 @@ def measure(nodes: int, policy: str, n_requests: int, seconds: float, n_hook_cal
     return {"nodes": nodes, "policy": policy, "running": running, "requests": n_requests, "spool": spool,
             "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max()),
             "placed_share": placed / n_requests, "per_s_1_client": one, "per_s_2_clients": two,
+            "evidence_dropped_share": status.get("evidence_dropped", 0) / max(1, sum(
+                status.get(f"evidence_{n}", 0) for n in ("recorded", "dropped", "failed", "queued"))),
             **({"hook_p50_ms": float(np.percentile(hook, 50)), "hook_p99_ms": float(np.percentile(hook, 99)),
                 "hook_calls": len(hook), "hook_ready_share": taken / len(hook)} if hook else {})}
 
@@ -362,7 +371,7 @@ def main(argv=None) -> int:
         return 0
     rows = []
     print(f"{'nodes':>6} {'running':>8}  {'policy':<14}{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}"
-          f"{'/s 1 cl':>9}{'/s 2 cl':>9}{'placed':>8}{'p99 target':>11}")
+          f"{'/s 1 cl':>9}{'/s 2 cl':>9}{'placed':>8}{'p99 target':>11}{'ev dropped':>11}")
     for n in (int(s) for s in args.sizes.split(",")):
         for policy in args.policies.split(","):
             try:
@@ -376,6 +385,7 @@ def main(argv=None) -> int:
             print(f"{n:>6} {row['running']:>8}  {policy:<14}{row['p50_ms']:>8.2f}{row['p99_ms']:>8.2f}"
                   f"{row['max_ms']:>8.1f}{row['per_s_1_client']:>9.0f}{row['per_s_2_clients']:>9.0f}"
                   f"{row['placed_share']:>8.0%}{'' if target is None else f'<={target:g}':>11}"
+                  f"{row['evidence_dropped_share']:>11.0%}"
                   + (f"   hook p50/p99 {row['hook_p50_ms']:.2f}/{row['hook_p99_ms']:.2f} ms, "
                      f"{row['hook_ready_share']:.0%} ready" if "hook_p50_ms" in row else ""), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

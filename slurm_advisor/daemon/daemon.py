@@ -63,8 +63,7 @@ class Daemon:
         self.reports = BatchWriter(None if store is None else self._write_reports, what="report",
                                    describe=lambda item: f"of job {item[0].job_id}",
                                    spool=spool and SpoolChannel(spool, "report", report_line, report_of_line))
-        # each decision's evidence, computed after its reply and spooled after it (evidence_worker.py)
-        self.evidence = EvidenceWorker(self.writer.put, capacity=config.evidence_queue)
+        self.evidence = EvidenceWorker(self.writer.put, capacity=config.evidence_queue)  # after each reply
         self.outcomes = BatchWriter(None if store is None else store.record_outcomes, what="outcome",
                                     describe=lambda o: f"of job {o.job_id}")
         self.store = store
@@ -81,7 +80,7 @@ class Daemon:
                                    on_advised=self._track_outcomes, after_refresh=self._after_refresh)
         # Answers computed ahead for repeat requests (daemon/ready.py); they live a few refreshes.
         self.ready = ReadyAnswers(config.socket, config.ready_keys, max(10.0, 3 * config.refresh_s),
-                                  self._advise_lock, service.advise, self._ready_state) \
+                                  self._advise_lock, service.decide, self._ready_state) \
             if config.ready_keys else None
         self._recent: dict[str, Decision] = {}
         self._recent_lock = threading.Lock()
@@ -144,6 +143,8 @@ class Daemon:
         self.state.counters.requests += 1
         self.state.counters.ready_taken += 1
         self._decided(answer.reply, decision)
+        if answer.evidence is not None:  # only an answer taken is a decision: its evidence now
+            self.evidence.submit(decision.id, answer.evidence)
         self._measured(answer.reply, decision)
 
     def _decided(self, reply: dict[str, Any], decision: Decision) -> None:

@@ -166,7 +166,8 @@ class AdviceService:
                decision_id: str | None = None, rng: np.random.Generator | None = None,
                ) -> tuple[dict[str, Any], Decision, Job, Placement | None]:
         """(reply, decision with its evidence, job, placement to claim or None): :meth:`decide`
-        with the evidence computed at once (the ready answers' thread, tests, the CLI's fixtures)."""
+        with the evidence computed at once (tests, the CLI's fixtures; the daemon computes it after
+        the reply: daemon/evidence_worker.py)."""
         decided = self.decide(snapshot, fields, mode, decision_id, rng)
         decision = decided.decision if decided.evidence is None else \
             replace(decided.decision, evidence=decided.evidence())
