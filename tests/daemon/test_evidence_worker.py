@@ -90,6 +90,8 @@ def test_the_stop_records_what_is_queued(tmp_path):
     daemon.stop()
     assert all(stored(daemon, r["decision"]).evidence is not None for r in replies)
     assert (daemon.evidence.recorded, daemon.evidence.dropped) == (5, 0)
+    # ten lines on the spool, five of them decisions: decisions_spooled counts those only
+    assert (daemon.writer.spooled, daemon.writer.spool.appender.appended) == (5, 10)
 
 
 def test_the_stop_drops_what_it_cannot_finish_and_says_so(caplog):
