@@ -66,7 +66,7 @@ class Daemon:
         self.evidence = EvidenceWorker(self.writer.put, capacity=config.evidence_queue)  # after each reply
         self.outcomes = BatchWriter(None if store is None else store.record_outcomes, what="outcome",
                                     describe=lambda o: f"of job {o.job_id}")
-        self.store = store
+        self.store, self.jobcomp = store, jobcomp
         self.mode_keeper = ModeKeeper(mode_file_path(config, store), config.mode)  # read at start()
         self._advise_lock = threading.Lock()  # claims: one decision at a time sees the previous ones
         self._heap = FrozenHeap()  # full garbage collections out of the requests' way (gc_pauses)
@@ -88,13 +88,11 @@ class Daemon:
         self.allocations = Allocations(queue, _TRACKED)  # Slurm's per-node task counts of started jobs
         self._open: dict[str, str | None] = {}  # advised jobs not seen to end: job id -> decision id
         self._last_received = 0.0  # reports' receipt times, strictly increasing: a report's key in the store
-        # The snapshot each report came in under, by its receipt time, until it is written: the
-        # spool keeps the report, not the snapshot, and a job gone by the write has no sample in
-        # the latest one (the loop lost 29 of 31 samples so). A report replayed after a crash has
-        # none here: it gets the latest.
+        # The snapshot each report came in under, by receipt time, until written: the spool keeps
+        # the report only, and a job gone by the write has no sample in the latest (the loop lost 29
+        # of 31 samples so); a report replayed after a crash gets the latest.
         self._report_views: dict[float, Any] = {}
         self._report_views_lock = threading.Lock()
-        self.jobcomp = jobcomp
         self.metrics = DaemonMetrics(self) if config.metrics_port else None
         self.type_speeds = TypeSpeeds()  # the speeds reported since start, per job type (plausible_speeds)
 
@@ -103,7 +101,10 @@ class Daemon:
         self.state.counters.requests += 1
         if not isinstance(fields, dict):
             raise ProtocolError("advise: 'job' must be an object")
-        self.evidence.request()
+        with self.evidence.answering():  # no evidence computed meanwhile (it would share the GIL)
+            return self._advise(fields, ready_key)
+
+    def _advise(self, fields: dict[str, Any], ready_key: Any) -> dict[str, Any]:
         with self._advise_lock:
             snapshot = self.state.snapshot()
             if snapshot is None:
@@ -283,8 +284,7 @@ class Daemon:
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> None:
-        # The request loop shares the GIL with the refresh and writer threads; Python's default
-        # 5 ms switch interval would let a store write hold a request up to that long.
+        # The request loop shares the GIL with other threads: the default 5 ms switch interval would let one hold it that long.
         sys.setswitchinterval(_SWITCH_INTERVAL_S)
         self.state.set_mode(self.mode_keeper.restore())  # a mode set at run time outlives a restart
         if self.store is not None and self.jobcomp is not None:

@@ -22,7 +22,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from slurm_advisor.daemon.evidence import Pending, Recorded
@@ -42,7 +43,8 @@ class EvidenceWorker:
         self.dropped = 0    # decisions left without evidence: the queue full, or the stop came first
         self.failed = 0     # computations that raised (logged)
         self._queue: deque[tuple[str, Pending]] = deque()
-        self._request_at = 0.0
+        self._request_at = 0.0  # when the last request began or was answered
+        self._answering = False  # a request is being answered now (one at a time: the server's loop)
         self._stop = threading.Event()
         self._idle = threading.Event()  # nothing queued, nothing being computed (tests: drain)
         self._idle.set()
@@ -52,9 +54,18 @@ class EvidenceWorker:
     def start(self) -> None:
         self._thread.start()
 
-    def request(self) -> None:
-        """A request is being answered: the worker keeps off the GIL for ``quiet_s``."""
-        self._request_at = time.monotonic()
+    @contextmanager
+    def answering(self) -> Iterator[None]:
+        """Around a request: the worker starts nothing while it is answered (a slow one, 5 ms and
+        more, must not look like quiet) nor for ``quiet_s`` after."""
+        self._answering, self._request_at = True, time.monotonic()
+        try:
+            yield
+        finally:
+            self._answering, self._request_at = False, time.monotonic()
+
+    def _quiet(self) -> bool:
+        return not self._answering and time.monotonic() - self._request_at >= self.quiet_s
 
     def submit(self, decision_id: str, pending: Pending) -> bool:
         """Queue one decision's evidence; False (counted) when the queue is full or stopped."""
@@ -78,7 +89,7 @@ class EvidenceWorker:
         """Compute what is queued (no request comes any more) for up to ``stop_s``, drop the rest."""
         if not self._thread.is_alive():
             return
-        self._request_at = 0.0
+        self._answering, self._request_at = False, 0.0
         self._idle.wait(stop_s)
         self._stop.set()
         self._thread.join(timeout=stop_s)
@@ -91,7 +102,7 @@ class EvidenceWorker:
 
     def _run(self) -> None:
         while not self._stop.wait(self.poll_s):
-            while self._queue and not self._stop.is_set() and time.monotonic() - self._request_at >= self.quiet_s:
+            while self._queue and not self._stop.is_set() and self._quiet():
                 self._one(*self._queue.popleft())
             with self._idle_lock:  # not between a submit's clear and its append
                 if not self._queue:
