@@ -11,7 +11,8 @@ last 1 s, so the load stays near its level instead of filling up with promised c
 decision records its evidence (daemon/evidence.py) as the daemon does: predicted by the packaged
 model's speed model, with ``--evidence-alternatives`` (default 2, the config's default) feasible
 alternatives; 0 measures what the alternatives cost. The evidence is computed after the reply, by
-the daemon's evidence worker once no request came for 5 ms (daemon/evidence_worker.py): during
+the daemon's evidence worker, never during a request nor within 5 ms after one
+(daemon/evidence_worker.py): during
 the back-to-back runs below it waits, and what its queue (1,000) cannot hold is dropped;
 ``ev dropped`` is the share of the decisions with a layout to weigh (the others have no evidence
 to compute: with claims lasting 1 s the sustained runs fill the cluster) left without evidence so.

@@ -3,7 +3,7 @@
 The request path only appends the decision's :class:`~slurm_advisor.daemon.evidence.Pending` to a
 bounded deque (no lock, no wake-up: a hand-over that woke a thread took the GIL from the request
 loop once a request, as the decision writer found). A worker thread looks every ``poll_s``, and
-computes the evidence only once no request has come for ``quiet_s``: the worker shares the GIL
+starts nothing while a request is answered nor within ``quiet_s`` of its end: the worker shares the GIL
 with the request loop, and evidence computed beside a request (0.5 ms at 1,000 nodes) would cost
 that request about as much as computing it inline did. So a burst is answered first and its
 evidence follows once the burst is over; the worker never takes the advise lock (the snapshot and
