@@ -7,10 +7,18 @@ benchmarks/decision_time.py (16, 1,000 and 10,000 nodes shaped like examples/clu
 records every decision into a SQLite store, as deployed. The client does what job_submit.lua
 does: a new connection per request, one line out, one line back. Requests are the benchmark
 mixes' jobs as the hook sends them (``loop.hook``: uniform per-task demand, memory per CPU). Claims
-last 1 s, so the load stays near its level instead of filling up with promised capacity.
+last 1 s, so the load stays near its level instead of filling up with promised capacity. Each
+decision records its evidence (daemon/evidence.py) as the daemon does: predicted by the packaged
+model's speed model, with ``--evidence-alternatives`` (default 2, the config's default) feasible
+alternatives; 0 measures what the alternatives cost. The evidence is computed after the reply, by
+the daemon's evidence worker, never during a request nor within 5 ms after one
+(daemon/evidence_worker.py): during
+the back-to-back runs below it waits, and what its queue (1,000) cannot hold is dropped;
+``ev dropped`` is the share of the decisions with a layout to weigh (the others have no evidence
+to compute: with claims lasting 1 s the sustained runs fill the cluster) left without evidence so.
 
     python benchmarks/advice_latency.py [--sizes 16,1000,10000] [--requests 500] [--seconds 5]
-                                        [--hook-calls 300] [--no-spool]
+                                        [--hook-calls 300] [--no-spool] [--evidence-alternatives 2]
 
 ``--hook-calls N`` also runs the real hooks/job_submit.lua (under lua5.1 with the tests' mocked
 ``slurm``, tests/hooks/lua/driver.lua: one Lua state, as in slurmctld) N times against the same
@@ -76,7 +84,7 @@ class LoadedSource:
         return self._snapshot
 
 
-def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path, spool: bool = True):
+def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path, spool: bool = True, alternatives: int = 2):
     """The daemon as the benchmark runs it (not started): (daemon, its service, its advisor).
     ``spool`` False: its spool directory cannot be made, so decisions are acknowledged from memory
     as before the spool (daemon/spool.py) — the spool's cost, measured on one machine."""
@@ -86,6 +94,7 @@ def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path, spool: bo
     from slurm_advisor.daemon.daemon import Daemon
     from slurm_advisor.daemon.queue import NoQueue
     from slurm_advisor.daemon.service import AdviceService
+    from slurm_advisor.daemon.state import speed_model_of
     from slurm_advisor.policies import make_policy
     from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
     from slurm_advisor.slurm.expressible import express
@@ -96,16 +105,22 @@ def build_daemon(nodes: int, policy: str, socket_path: Path, db: Path, spool: bo
     if not spool:
         (socket_path.parent / "no-spool").write_text("")
         config = replace(config, spool_dir=socket_path.parent / "no-spool" / "spool")
-    advisor = Advisor(make_policy(policy), fallback=SlurmDefaultPolicy() if policy == "learned" else None)
-    service = AdviceService(advisor, express, model_version=model_version(None) if policy == "learned" else None,
-                            has_switches=True)
+    # as build_daemon: each decision's evidence predicted by the model's speed model (the packaged
+    # model's for slurm-default)
+    learned = policy == "learned"
+    advisor = Advisor(make_policy(policy), fallback=SlurmDefaultPolicy() if learned else None,
+                      predictor=speed_model_of(None) if learned else None)
+    service = AdviceService(advisor, express, model_version=model_version(None) if learned else None,
+                            has_switches=True, speed=(None, None) if learned else (speed_model_of(None),
+                                                                                   model_version(None)),
+                            alternatives=alternatives)
     return Daemon(config, LoadedSource(snapshot), NoQueue(), service, Store.open(str(db))), service, advisor
 
 
-def serve(nodes: int, policy: str, socket_path: Path, db: Path, spool: bool = True) -> None:
+def serve(nodes: int, policy: str, socket_path: Path, db: Path, spool: bool = True, alternatives: int = 2) -> None:
     from slurm_advisor.daemon.server import AdvisorServer
 
-    daemon, _, _ = build_daemon(nodes, policy, socket_path, db, spool)
+    daemon, _, _ = build_daemon(nodes, policy, socket_path, db, spool, alternatives)
     server = AdvisorServer(socket_path, daemon.dispatcher(), 2.0, taken=daemon.ready is not None)
     daemon.start()
     # As `serve` stops: the loop ends, then the daemon (its decision writer process included).
@@ -117,8 +132,8 @@ def serve(nodes: int, policy: str, socket_path: Path, db: Path, spool: bool = Tr
 
 
 # -- the stages, in-process -----------------------------------------------------------------
-STAGES = ("reply_to", "service.advise", "advisor.advise", "slurms_choice", "express", "claims.add",
-          "state.snapshot", "patience.alone")
+STAGES = ("reply_to", "service.advise", "advisor.advise", "slurm_choice", "express", "evidence", "claims.add",
+          "state.snapshot", "patience.alone", "evidence (worker)")
 TASK_BUCKETS = ((1, 1), (2, 8), (9, 16), (17, 64))
 
 
@@ -152,7 +167,7 @@ def breakdown(nodes: int, policy: str, n_requests: int) -> dict:
     from slurm_advisor.daemon import service as service_module
 
     times: dict[str, list[float]] = {stage: [] for stage in STAGES}
-    slurms_choice = service_module.slurms_choice
+    slurm_choice = service_module.slurm_choice
 
     def timed(owner, name: str, stage: str) -> None:
         inner = getattr(owner, name)
@@ -180,17 +195,20 @@ def breakdown(nodes: int, policy: str, n_requests: int) -> dict:
             for line in lines[:30]:  # warm up, as the round trips do
                 dispatcher.reply_to(line, 0)
             for stage, (owner, name) in zip(STAGES, ((dispatcher, "reply_to"), (service, "advise"),
-                                                     (advisor, "advise"), (service_module, "slurms_choice"),
-                                                     (service, "_expressed"), (daemon.state.claims, "add"),
-                                                     (daemon.state, "snapshot"), (advisor.policy, "alone"))):
+                                                     (advisor, "advise"), (service_module, "slurm_choice"),
+                                                     (service, "_expressed"), (service, "_evidence"),
+                                                     (daemon.state.claims, "add"),
+                                                     (daemon.state, "snapshot"), (advisor.policy, "alone"),
+                                                     (daemon.evidence, "_one"))):
                 if hasattr(owner, name):
                     timed(owner, name, stage)
             collections.on = True
             for line in lines:
                 dispatcher.reply_to(line, 0)
             collections.on = False
+            daemon.evidence.drain(120)  # after the requests, in the worker: "evidence (worker)"
         finally:
-            service_module.slurms_choice = slurms_choice  # a module function: the next run wraps it anew
+            service_module.slurm_choice = slurm_choice  # a module function: the next run wraps it anew
             gc.callbacks.remove(collections)
             daemon.stop()
     return {"nodes": nodes, "policy": policy, "requests": n_requests,
@@ -291,11 +309,12 @@ def hook_calls(path: Path, requests: list[dict], calls: int) -> list[float]:
 
 
 def measure(nodes: int, policy: str, n_requests: int, seconds: float, n_hook_calls: int = 0,
-            spool: bool = True) -> dict:
+            spool: bool = True, alternatives: int = 2) -> dict:
     with tempfile.TemporaryDirectory(prefix="advice-bench-") as tmp:
         sock, db = Path(tmp) / "advisor.sock", Path(tmp) / "advisor.db"
         child = subprocess.Popen([sys.executable, __file__, "--serve", str(nodes), "--policy", policy,
-                                  "--socket", str(sock), "--db", str(db), *([] if spool else ["--no-spool"])],
+                                  "--socket", str(sock), "--db", str(db), *([] if spool else ["--no-spool"]),
+                                  "--evidence-alternatives", str(alternatives)],
                                  stdout=subprocess.PIPE, text=True)
         try:
             running = int(child.stdout.readline().split()[1])
@@ -306,7 +325,8 @@ def measure(nodes: int, policy: str, n_requests: int, seconds: float, n_hook_cal
             one = sustained(sock, requests, seconds, 1)
             two = sustained(sock, requests, seconds, 2)
             hook = hook_calls(sock, requests, n_hook_calls) if n_hook_calls else []
-            taken = call(sock, "status").get("ready_taken", 0) if n_hook_calls else 0
+            status = call(sock, "status")
+            taken = status.get("ready_taken", 0) if n_hook_calls else 0
         finally:
             child.send_signal(signal.SIGTERM)
             child.wait(timeout=30)
@@ -314,6 +334,8 @@ def measure(nodes: int, policy: str, n_requests: int, seconds: float, n_hook_cal
     return {"nodes": nodes, "policy": policy, "running": running, "requests": n_requests, "spool": spool,
             "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max()),
             "placed_share": placed / n_requests, "per_s_1_client": one, "per_s_2_clients": two,
+            "evidence_dropped_share": status.get("evidence_dropped", 0) / max(1, sum(
+                status.get(f"evidence_{n}", 0) for n in ("recorded", "dropped", "failed", "queued"))),
             **({"hook_p50_ms": float(np.percentile(hook, 50)), "hook_p99_ms": float(np.percentile(hook, 99)),
                 "hook_calls": len(hook), "hook_ready_share": taken / len(hook)} if hook else {})}
 
@@ -331,11 +353,13 @@ def main(argv=None) -> int:
     ap.add_argument("--policy", help=argparse.SUPPRESS)
     ap.add_argument("--socket", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--db", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--evidence-alternatives", type=int, default=2,
+                    help="feasible alternatives each decision's evidence weighs (the config's evidence_alternatives)")
     ap.add_argument("--no-spool", action="store_true",
                     help="acknowledge from memory, as before the spool: its cost, on the same machine")
     args = ap.parse_args(argv)
     if args.serve:
-        serve(args.serve, args.policy, args.socket, args.db, not args.no_spool)
+        serve(args.serve, args.policy, args.socket, args.db, not args.no_spool, args.evidence_alternatives)
         return 0
     if args.breakdown:
         rows = [breakdown(int(n), policy, args.requests) for n in args.sizes.split(",")
@@ -348,11 +372,12 @@ def main(argv=None) -> int:
         return 0
     rows = []
     print(f"{'nodes':>6} {'running':>8}  {'policy':<14}{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}"
-          f"{'/s 1 cl':>9}{'/s 2 cl':>9}{'placed':>8}{'p99 target':>11}")
+          f"{'/s 1 cl':>9}{'/s 2 cl':>9}{'placed':>8}{'p99 target':>11}{'ev dropped':>11}")
     for n in (int(s) for s in args.sizes.split(",")):
         for policy in args.policies.split(","):
             try:
-                row = measure(n, policy, args.requests, args.seconds, args.hook_calls, not args.no_spool)
+                row = measure(n, policy, args.requests, args.seconds, args.hook_calls, not args.no_spool,
+                              args.evidence_alternatives)
             except DaemonUnavailable as exc:
                 print(f"{n:>6} {policy}: daemon failed: {exc}")
                 return 1
@@ -361,6 +386,7 @@ def main(argv=None) -> int:
             print(f"{n:>6} {row['running']:>8}  {policy:<14}{row['p50_ms']:>8.2f}{row['p99_ms']:>8.2f}"
                   f"{row['max_ms']:>8.1f}{row['per_s_1_client']:>9.0f}{row['per_s_2_clients']:>9.0f}"
                   f"{row['placed_share']:>8.0%}{'' if target is None else f'<={target:g}':>11}"
+                  f"{row['evidence_dropped_share']:>11.0%}"
                   + (f"   hook p50/p99 {row['hook_p50_ms']:.2f}/{row['hook_p99_ms']:.2f} ms, "
                      f"{row['hook_ready_share']:.0%} ready" if "hook_p50_ms" in row else ""), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -315,11 +315,15 @@ def _explain_text(d: dict[str, Any]) -> str:
             f"policy {d['policy']}{' (fallback)' if d['fallback'] else ''}, model {d['model_version'] or '-'}; "
             f"{d['job_type']}, {d['tasks']} tasks")
     lines = [head] + ([f"reason: {d['reason']}"] if d["reason"] else [])
-    lines.append(f"predicted by the speed model of {d['speed_model']} on the {d['cluster_view']}:")
+    lines.append(f"evidence: {d['evidence']}; predicted by the speed model of {d['speed_model']} "
+                 f"on the {d['cluster_view']}:")
     chosen = {**d["chosen"], "name": "advised" if d["advised"] else "would advise"}
     judged = [chosen, *d["alternatives"], *([d["slurm"]] if d["slurm"] else [])]
-    lines.append(views.table(("layout of", "nodes", "predicted it/s", "tasks"),
-                             [(j["name"], ",".join(j["nodes"]), j["predicted"], j["layout"]) for j in judged]))
+    lines.append(views.table(("layout of", "nodes", "predicted it/s", "tasks", "note"),
+                             [(j["name"], ",".join(j["nodes"]), j["predicted"], j["layout"], j.get("note"))
+                              for j in judged]))
+    if d.get("slurm_choice"):
+        lines.append(f"Slurm's own choice then: {d['slurm_choice']}")
     if d["job_id"]:
         lines.append(f"Slurm job {d['job_id']}: {d['state']}")
     m = d["measured"]
@@ -333,54 +337,41 @@ def _explain_text(d: dict[str, Any]) -> str:
 @_cluster_option
 @click.option("--since", help="Only decisions after this: 30m, 2h, 7d or an ISO time (UTC).")
 def shadow(db, config_file, as_json, cluster, since) -> None:
-    """Observe mode's evidence: how many jobs the advisor would have placed differently from Slurm,
-    their predicted speed-up, and the measured speed of Slurm's placements."""
-    from slurm_advisor.cli.admin_explain import shadow as run
+    """Observe mode's evidence: per job and in total, the advisor's layout against where Slurm
+    put the job, both predicted when the job was decided by the model that decided it."""
+    from slurm_advisor.cli.admin_evidence import shadow as run
 
     config = _config(config_file, db=db)
     with _store(config) as store:
         observed = views.scan_decisions(store, lambda d: d.mode == "observe" and bool(d.would),
                                         since=views.parse_since(since))
-        data = run(store, _judge_of_decision(store, config, cluster), observed)
+        data = run(store, _nodes(config, cluster), observed)
     _emit(as_json, data, lambda: _shadow_text(data))
-
-
-def _judge_of_decision(store, config: DaemonConfig, cluster: Path | None):
-    """The judge with the speed model of the model that made each decision (registered, or the
-    daemon's default); the active model's where that one is gone. One judge per model."""
-    from slurm_advisor.cli.admin_explain import make_judge
-    from slurm_advisor.models.versions import model_version
-
-    nodes, judges, default = _nodes(config, cluster), {}, model_version(config.model)
-
-    def judge_of(decision):
-        version = decision.model_version
-        if version not in judges:
-            record = store.model(version) if version else None
-            if record is not None and Path(record.directory).is_dir():
-                judges[version] = make_judge(nodes, Path(record.directory), f"model {version}, which decided")
-            elif version is not None and version == default:
-                judges[version] = make_judge(nodes, config.model, f"model {version} (the default), which decided")
-            else:
-                judges[version] = _judge(store, config, cluster)
-        return judges[version]
-
-    return judge_of
 
 
 def _shadow_text(d: dict[str, Any]) -> str:
     speedup, ci = d["geomean_predicted_speedup"], d["geomean_predicted_speedup_ci95"]
     interval = f", 95 % interval {ci[0]:.3f}-{ci[1]:.3f}x" if ci else ", no interval under 5 jobs"
+    models = ", ".join(d["models"]) or "-"
     lines = [(f"{d['decisions']} observe-mode decisions with a layout; {d['with_slurm_placement']} with Slurm's "
-              f"placement known, {d['placed_differently']} of them placed differently by the advisor"),
+              f"per-node layout known; {d['counted']} counted, {d['placed_differently']} of them placed "
+              "differently by the advisor (identical nodes swapped: the same layout)"),
              ("predicted speed-up of the advisor's layouts where they differ (geometric mean): "
-              f"{'-' if speedup is None else f'{speedup:.3f}x{interval}'} ({d['speed_model']}, {d['cluster_view']})"),
-             f"jobs with measured speeds: {d['measured_jobs']}",
+              f"{'-' if speedup is None else f'{speedup:.3f}x{interval}'} (predicted when decided, "
+              f"by the deciding model: {models})"),
+             "not counted: " + (", ".join(f"{why} ({n})" for why, n in d["not_counted"].items()) or "none"),
+             (f"Slurm's layout as the daemon modelled it: {d['slurm_as_modelled']['agreed']} of "
+              f"{d['slurm_as_modelled']['known']}; jobs with measured speeds: {d['measured_jobs']}"),
              f"cannot know: {d['cannot_know']}"]
-    lines.append(views.table(("decision", "job", "type", "advisor nodes", "slurm nodes", "pred. advisor",
-                              "pred. slurm", "speed-up", "measured it/s"),
-                             [(r["decision"], r["job_id"], r["job_type"], ",".join(r["advisor_nodes"]),
-                               ",".join(r["slurm_nodes"]), r["advisor_predicted"], r["slurm_predicted"],
-                               r["predicted_speedup"], r["measured"]["mean_speed"] if r["measured"] else None)
-                              for r in d["jobs"]]))
+    lines.append(views.table(("decision", "job", "type", "advisor", "slurm", "pred. advisor", "pred. slurm",
+                              "speed-up", "measured it/s", "not counted"),
+                             [(r["decision"], r["job_id"], r["job_type"], _tasks_text(r["advisor_tasks"]),
+                               _tasks_text(r["slurm_tasks"]), r["advisor_predicted"], r["slurm_predicted"],
+                               r["predicted_speedup"], r["measured"]["mean_speed"] if r["measured"] else None,
+                               r["not_counted"]) for r in d["jobs"]]))
     return "\n".join(lines)
+
+
+def _tasks_text(tasks) -> str | None:
+    """``n1:1+3,n2:0+4`` (node:PS+workers) for per-node counts; None (shown '-') when unknown."""
+    return None if tasks is None else ",".join(f"{n}:{p}+{w}" for n, p, w in tasks)

@@ -1,18 +1,16 @@
-"""`explain` and `shadow`: a decision's placement, Slurm's, and the alternatives, under the active
-model's speed model (`shadow`: under the speed model of the model that made each decision).
+"""`explain`: a decision's layouts and their predicted speeds, and where Slurm put the job.
 
-The daemon does not store the cluster snapshot a decision saw (it would cost every request a
-copy of the cluster). So a decision is judged again on the **empty** cluster of the site's nodes
-(a cluster file, or the daemon's cluster source: ``sinfo`` on a real Slurm): the job is rebuilt
-from the request the hook sent (``service.job_from_request``), each layout is the one Slurm
-produces for its node set (``expressible.express``), and the speed model predicts its it/s with
-no neighbours. Those predictions compare layouts (how many nodes and switches, tasks per node),
-not the contention of the moment; the reported speeds (what the job measured) are shown beside
-them.
+A decision made since migration 0005 carries its evidence (``daemon/evidence.py``): the layouts
+weighed on its own snapshot (the advised one, Slurm's own choice as modelled, a few feasible
+alternatives), each with the speed the deciding model predicted then. `explain` shows those as
+recorded. An older decision has none: it is judged again on the **empty** cluster of the site's
+nodes (a cluster file, or the daemon's source: ``sinfo``) by the active model's speed model,
+rebuilt from the request the hook sent, and the output says so. Slurm's layout is its per-node
+task counts as read from Slurm (``daemon/allocation.py``), never rebuilt; the reported speeds
+(what the job measured) are shown beside them. `shadow`: ``admin_evidence.py``.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,25 +52,6 @@ class Judge:
         placement = Placement(job.id, tuple(TaskAssignment(Role(r), n) for r, n in tasks)) if tasks else None
         return self._judged(name, job, placement)
 
-    def kinds(self, nodes) -> list[tuple]:
-        """The nodes as their kinds (CPUs, GPUs, memory, switch), sorted: equal for layouts that
-        differ only by interchangeable nodes (a node this view lacks is its own kind)."""
-        return sorted(self._kind(name) for name in nodes)
-
-    def _kind(self, name: str) -> tuple:
-        if name not in self.snapshot.layout.index:
-            return (name,)
-        n = self.snapshot.node(name)
-        return (n.cpus, n.gpus, n.mem_mb, n.switch or "")
-
-    def on_nodes(self, name: str, job: Job, nodes: tuple[str, ...]) -> Judged:
-        """Slurm's layout of ``job`` on the node set ``nodes`` (where Slurm put it)."""
-        nodes = tuple(n for n in nodes if n in self.snapshot.layout.index)
-        if not nodes or len(nodes) > job.num_tasks:
-            return Judged(name, nodes, "", None)
-        spread = Placement.of(job, [nodes[i % len(nodes)] for i in range(job.num_tasks)])
-        return self._judged(name, job, self._express(job, spread) or spread)
-
     def alternatives(self, job: Job) -> list[Judged]:
         from slurm_advisor.policies import make_policy
 
@@ -102,17 +81,6 @@ class Judge:
                 not self.snapshot.fits(job, placement):
             return Judged(name, placement.nodes(), text, None)
         return Judged(name, placement.nodes(), text, float(self.speed.predict(self.snapshot, job, placement)))
-
-
-def bootstrap_ci(speedups: list[float], draws: int = 2000) -> list[float] | None:
-    """A 95 % interval for the geometric mean of ``speedups``: the percentile bootstrap over the
-    jobs (seeded: the same rows, the same interval). None with fewer than 5 jobs."""
-    if len(speedups) < 5:
-        return None
-    logs = np.log(np.asarray(speedups, dtype=float))
-    means = np.random.default_rng(0).choice(logs, size=(draws, len(logs))).mean(axis=1)
-    low, high = np.exp(np.percentile(means, [2.5, 97.5]))
-    return [round(float(low), 4), round(float(high), 4)]
 
 
 def make_judge(nodes: tuple[Node, ...], model_dir: Path | None, where: str) -> Judge:
@@ -161,57 +129,74 @@ def measured(store, job_id: str | None) -> dict[str, Any] | None:
 
 
 def explain(store, judge: Judge, key: str) -> dict[str, Any]:
+    """A decision, its layouts and their predicted speeds, and where Slurm put the job. With the
+    decision's evidence (``daemon/evidence.py``): what was predicted then, on its snapshot, by
+    the model that decided; without (an older decision): rebuilt on the empty cluster by
+    ``judge``'s speed model, and said so. Slurm's layout is its per-node counts read from Slurm."""
+    from slurm_advisor.cli.admin_evidence import NOT_RECORDED
+    from slurm_advisor.daemon.evidence import ADVISED, layouts
+
     decision, outcome = find_decision(store, key)
     job = rebuild_job(decision)
-    chosen = judge.layout("advisor", job, decision.layout or decision.would)
+    recorded = layouts(decision.evidence)
     out: dict[str, Any] = {
         "decision": decision.id, "time": decision.time.isoformat(), "mode": decision.mode,
         "action": decision.action, "policy": decision.policy, "model_version": decision.model_version,
         "fallback": decision.fallback, "reason": decision.reason, "job_type": job.type,
-        "tasks": job.num_tasks, "advised": bool(decision.layout), "chosen": chosen.to_dict(),
-        "alternatives": [a.to_dict() for a in judge.alternatives(job)], "speed_model": judge.model,
-        "cluster_view": f"empty cluster of {len(judge.snapshot.nodes)} nodes (the decision's snapshot is not stored)",
+        "tasks": job.num_tasks, "advised": bool(decision.layout),
         "job_id": outcome.job_id if outcome else None, "state": outcome.state if outcome else None,
-        "slurm": None, "measured": measured(store, outcome.job_id if outcome else None)}
-    if outcome is not None and outcome.nodes:
-        out["slurm"] = judge.on_nodes("slurm", job, outcome.nodes).to_dict()
+        "measured": measured(store, outcome.job_id if outcome else None)}
+    if recorded:
+        ev_model = decision.evidence.get("model")
+        out.update(evidence="recorded", chosen=_entry(job, recorded[ADVISED]),
+                   alternatives=[_entry(job, e) for name, e in recorded.items() if name != ADVISED],
+                   speed_model=f"model {ev_model}, which decided" if ev_model else "no speed model (not predicted)",
+                   cluster_view="snapshot of the decision")
+        if decision.evidence.get("slurm") and not isinstance(decision.evidence["slurm"], dict):
+            out["slurm_choice"] = decision.evidence["slurm"]
+    else:
+        out.update(evidence=NOT_RECORDED, chosen=judge.layout("advisor", job, decision.layout or decision.would).to_dict(),
+                   alternatives=[a.to_dict() for a in judge.alternatives(job)], speed_model=judge.model,
+                   cluster_view=f"empty cluster of {len(judge.snapshot.nodes)} nodes, rebuilt now "
+                                "(the decision recorded no evidence)")
+    out["slurm"] = _slurm_row(judge, decision, outcome, job, recorded)
     return out
 
 
-def shadow(store, judge_of: Callable[[Decision], Judge], decisions: list[Decision]) -> dict[str, Any]:
-    """Observe-mode evidence: for each decision whose job Slurm started, the advisor's layout vs
-    Slurm's, their predicted speeds by the speed model of the model that made the decision (so a
-    promotion since does not change the figure), and what the job reported. Layouts that differ
-    only by nodes of the same kind (CPUs, GPUs, memory, switch) are the same layout: the judge
-    predicts them alike on its empty cluster."""
-    from slurm_advisor.cli.admin_views import outcomes_by_decision
+def _entry(job: Job, entry: dict[str, Any]) -> dict[str, Any]:
+    from slurm_advisor.daemon.evidence import placement_of
 
-    outcomes = outcomes_by_decision(store)
-    rows, unlinked, models = [], 0, set()
-    for decision in decisions:
-        outcome = outcomes.get(decision.id)
-        if outcome is None or not outcome.nodes:
-            unlinked += 1
-            continue
-        judge = judge_of(decision)
-        models.add(judge.model)
-        job = rebuild_job(decision)
-        advisor = judge.layout("advisor", job, decision.would or decision.layout)
-        slurm = judge.on_nodes("slurm", job, outcome.nodes)
-        speedup = advisor.predicted / slurm.predicted if advisor.predicted and slurm.predicted else None
-        rows.append({"decision": decision.id, "job_id": outcome.job_id, "job_type": job.type,
-                     "differs": judge.kinds(advisor.nodes) != judge.kinds(outcome.nodes),
-                     "advisor_nodes": list(advisor.nodes),
-                     "slurm_nodes": list(outcome.nodes), "advisor_predicted": advisor.predicted,
-                     "slurm_predicted": slurm.predicted, "predicted_speedup": speedup,
-                     "measured": measured(store, outcome.job_id)})
-    differ = [r for r in rows if r["differs"]]
-    speedups = [r["predicted_speedup"] for r in differ if r["predicted_speedup"]]
-    return {"decisions": len(decisions), "with_slurm_placement": len(rows), "without_slurm_placement": unlinked,
-            "placed_differently": len(differ),
-            "geomean_predicted_speedup": float(np.exp(np.mean(np.log(speedups)))) if speedups else None,
-            "geomean_predicted_speedup_ci95": bootstrap_ci(speedups),
-            "measured_jobs": sum(r["measured"] is not None for r in rows),
-            "speed_model": "; ".join(sorted(models)) or None,
-            "cluster_view": "the empty cluster (the decision's snapshot is not stored)", "jobs": rows,
-            "cannot_know": "how long each job would have run on the advisor's layout: the speed-up is a prediction"}
+    placement = placement_of(job, entry["tasks"])
+    return Judged(entry["name"], placement.nodes(), _text(placement), entry["predicted"]).to_dict()
+
+
+def _text(placement: Placement) -> str:
+    from slurm_advisor.cli.admin_views import layout_text
+
+    return layout_text([(t.role.value, t.node) for t in placement.tasks])
+
+
+def _slurm_row(judge: Judge, decision: Decision, outcome: Outcome | None, job: Job,
+               recorded: dict[str, dict]) -> dict[str, Any] | None:
+    """Where Slurm put the job (its per-node counts, read from Slurm) and, where that layout is
+    one the decision recorded, its speed predicted then; None before it started."""
+    from slurm_advisor.cli.admin_evidence import slurm_first, slurm_tasks
+    from slurm_advisor.daemon.evidence import node_kind, placement_of, signature
+
+    if outcome is None or not outcome.nodes:
+        return None
+    tasks, where = slurm_tasks(decision, outcome, job)
+    if tasks is None:
+        return {"name": "slurm", "nodes": list(outcome.nodes), "layout": "", "predicted": None, "note": where}
+    placement = placement_of(job, tasks)
+    kind = node_kind(judge.snapshot)
+    match = next((e for e in slurm_first(recorded) if signature(e["tasks"], kind) == signature(tasks, kind)), None)
+    if recorded:
+        predicted = match["predicted"] if match else None
+        note = f"read from {where}; " + (f"as recorded layout {match['name']}" if match else
+                                         "not among the layouts predicted then")
+    else:
+        predicted, note = judge.layout("slurm", job, [(t.role.value, t.node) for t in placement.tasks]).predicted, \
+            f"read from {where}; predicted now (no evidence recorded)"
+    return {"name": "slurm", "nodes": list(placement.nodes()), "layout": _text(placement), "predicted": predicted,
+            "note": note}

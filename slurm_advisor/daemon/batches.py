@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from slurm_advisor.daemon.evidence import Recorded
 from slurm_advisor.daemon.spool import SpoolChannel
 from slurm_advisor.domain.codec import decision_from_dict, decision_to_dict
 from slurm_advisor.domain.decision import Decision
@@ -158,12 +159,13 @@ class BatchWriter:
 
 
 class DecisionBatches(BatchWriter):
-    """Decisions to the store and, when ``log`` names a file, one JSON line each appended to it
-    (``codec.decision_to_dict``; opened per batch, so a rotated log is followed)."""
+    """Decisions, and the evidence that follows each (:func:`write_decisions`), to the store and,
+    when ``log`` names a file, one JSON line each appended to it (:func:`decision_line`; opened per
+    batch, so a rotated log is followed)."""
 
     def __init__(self, store: Store | None, log: Path | None = None):
-        super().__init__(None if store is None else store.record_decisions, what="decision",
-                         describe=lambda d: d.id)
+        super().__init__(None if store is None else lambda batch: store_decisions(store, batch), what="decision",
+                         describe=lambda d: getattr(d, "id", None) or f"evidence of {d.decision_id}")
         self.log_path = log
         self.logged = 0
         self.log_errors = 0
@@ -173,7 +175,7 @@ class DecisionBatches(BatchWriter):
         if self.log_path is None:
             return
         try:
-            lines = "".join(json.dumps(decision_to_dict(d), separators=(",", ":")) + "\n" for d in batch)
+            lines = "".join(decision_line(d).decode() for d in batch)
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             with self.log_path.open("a", encoding="utf-8") as out:
                 out.write(lines)
@@ -184,13 +186,32 @@ class DecisionBatches(BatchWriter):
         self.logged += len(batch)
 
 
-def decision_line(decision: Decision) -> bytes:
-    """A decision as its spool (and decision log) line."""
-    return (json.dumps(decision_to_dict(decision), separators=(",", ":")) + "\n").encode()
+def store_decisions(store: Store, batch: list[Decision | Recorded], *, skip_stored: bool = False) -> int:
+    """The batch's decisions inserted, then the evidence that followed them applied to their rows
+    (put after its decision, so in the same batch or a later one); returns the decisions written."""
+    decisions = [item for item in batch if isinstance(item, Decision)]
+    evidence = [(item.decision_id, item.evidence) for item in batch if isinstance(item, Recorded)]
+    written = store.record_decisions(decisions, skip_stored=skip_stored) if decisions else 0
+    if evidence:
+        taken = store.record_evidence(evidence)
+        if taken < len(evidence):  # its decision never reached the store (dropped, or kept in memory and lost)
+            log.warning("%d of %d decisions' evidence found no stored decision", len(evidence) - taken, len(evidence))
+    return written
 
 
-def decision_of_line(line: bytes) -> Decision:
-    return decision_from_dict(json.loads(line))
+def decision_line(item: Decision | Recorded) -> bytes:
+    """A decision, or the evidence that follows it (``{"evidence_of": id, "evidence": ...}``), as
+    its spool (and decision log) line."""
+    whole = {"evidence_of": item.decision_id, "evidence": item.evidence} if isinstance(item, Recorded) \
+        else decision_to_dict(item)
+    return (json.dumps(whole, separators=(",", ":")) + "\n").encode()
+
+
+def decision_of_line(line: bytes) -> Decision | Recorded:
+    whole = json.loads(line)
+    if "evidence_of" in whole:
+        return Recorded(str(whole["evidence_of"]), dict(whole["evidence"]))
+    return decision_from_dict(whole)
 
 
 def report_line(item: tuple[SpeedReport, Any]) -> bytes:

@@ -18,7 +18,7 @@ from slurm_advisor.daemon.limits import ConnectionLimits
 from slurm_advisor.daemon.queue import NoQueue, QueueError, SlurmQueue
 from slurm_advisor.daemon.server import AdvisorServer
 from slurm_advisor.daemon.service import AdviceService
-from slurm_advisor.daemon.state import load_policy
+from slurm_advisor.daemon.state import load_policy, speed_model_of
 from slurm_advisor.errors import InputError
 from slurm_advisor.models.versions import model_version
 from slurm_advisor.policies import FROM_MODEL
@@ -53,25 +53,38 @@ def build_daemon(config: DaemonConfig) -> Daemon:
         problem = f"model {model or 'packaged'} does not load ({exc}); serving slurm-default"
         log.error("%s", problem)
         policy = SlurmDefaultPolicy(modelled)
-    fallback = SlurmDefaultPolicy(modelled) if config.policy in FROM_MODEL and problem is None else None
-    version = None if config.policy not in FROM_MODEL or problem else \
-        (model.name if model != config.model else model_version(model))
+    served_model = config.policy in FROM_MODEL and problem is None
+    fallback = SlurmDefaultPolicy(modelled) if served_model else None
+    version = None if not served_model else (model.name if model != config.model else model_version(model))
     snapshot = source.snapshot()
     show_config = _show_config(queue)
     # topology/block's blocks, read once here like the release: from scontrol show topology,
     # which prints them whether topology.conf or topology.yaml (26.05: TopologyPlugin says
     # topology/flat then) holds them. The config's plugin alone, with no blocks read: caps only.
     blocks = getattr(source, "blocks", None)
-    service = AdviceService(Advisor(policy, fallback=fallback),
-                            express if release is None else partial(express, release=release),
+    advisor = Advisor(policy, fallback=fallback, predictor=speed_model_of(model) if served_model else None)
+    service = AdviceService(advisor, express if release is None else partial(express, release=release),
+                            speed=(None, None) if served_model else _default_speed(config),
                             model_version=version, model_problem=problem, release=release,
                             has_switches=any(n.switch for n in snapshot.nodes), hold_wait_s=config.hold_wait_s,
                             pins=blocks is not None or not block_topology(show_config), blocks=blocks,
-                            default_partition=_default_partition(queue), max_tasks=config.max_tasks)
+                            default_partition=_default_partition(queue), max_tasks=config.max_tasks,
+                            alternatives=config.evidence_alternatives)
     store = Store.open(config.db)
     daemon = Daemon(config, source, queue, service, store, _jobcomp(show_config))
     daemon.state.counters.model_reload_failures += problem is not None
     return daemon
+
+
+def _default_speed(config: DaemonConfig) -> tuple[object | None, str | None]:
+    """The speed model that predicts a heuristic policy's evidence: the config's model (the
+    packaged one unless set), with its version; none when it does not load (logged)."""
+    try:
+        return speed_model_of(config.model), model_version(config.model)
+    except Exception as exc:  # noqa: BLE001 -- evidence without predictions, never a daemon that does not start
+        log.warning("model %s does not load (%s): decisions record their layouts without predicted speeds",
+                    config.model or "packaged", exc)
+        return None, None
 
 
 def _show_config(queue) -> str | None:

@@ -60,6 +60,8 @@ class DaemonConfig:
     max_connections_per_uid: int = 64         # open at once from one uid other than those (report port: one address)
     canary_share: float = 0.2                 # a model the gate accepts first serves this share of marked jobs; 0: none
     canary_jobs: int = 20                     # completed, reported jobs per arm before the canary is decided
+    evidence_alternatives: int = 2            # feasible alternatives (-N k layouts) each decision records, predicted
+    evidence_queue: int = 100                 # decisions waiting for their evidence (computed after the reply); beyond: none
 
     def validated(self) -> DaemonConfig:
         if self.mode not in MODES:
@@ -107,6 +109,8 @@ RANGES: dict[str, Range] = {
     "max_connections_per_uid": Range(1, 65536),
     "canary_share": Range(0, 0.5),                    # a canary serves the smaller arm
     "canary_jobs": Range(5, 100000),                  # fewer: no test can tell the arms apart
+    "evidence_alternatives": Range(0, 3),             # one cons_tres pass each, after the reply
+    "evidence_queue": Range(1, 10_000),               # each holds its snapshot's free array (24 bytes a node: 24 MB at 10,000 nodes x 100)
 }
 
 

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from slurm_advisor.cluster.base import ClusterSource
+from slurm_advisor.daemon.allocation import Allocations
 from slurm_advisor.daemon.batches import BatchWriter, report_line, report_of_line
 from slurm_advisor.daemon.claims import Claims
 from slurm_advisor.daemon.config import DaemonConfig
+from slurm_advisor.daemon.evidence_worker import EvidenceWorker
 from slurm_advisor.daemon.gc_pauses import FrozenHeap
 from slurm_advisor.daemon.jobcomp import JobCompFile
 from slurm_advisor.daemon.metrics import DaemonMetrics
@@ -53,20 +55,18 @@ _SEED_SAMPLES = 2_000  # the newest live samples that give each job type its kno
 class Daemon:
     def __init__(self, config: DaemonConfig, source: ClusterSource, queue, service: AdviceService,
                  store: Store | None, jobcomp: JobCompFile | None = None):
-        self.config = config
-        self.source = source
-        self.service = service
+        self.config, self.source, self.queue, self.service = config, source, queue, service
         self.state = DaemonState(config.mode, Claims(config.claim_ttl_s))
         # Acknowledged means on disk: the spool's files, drained by the writers (daemon/spool.py).
         spool = spool_directory(config, store)
         self.writer = decision_writer(store, config.decision_log, spool)
         self.reports = BatchWriter(None if store is None else self._write_reports, what="report",
                                    describe=lambda item: f"of job {item[0].job_id}",
-                                   spool=None if spool is None else SpoolChannel(spool, "report", report_line,
-                                                                                 report_of_line))
+                                   spool=spool and SpoolChannel(spool, "report", report_line, report_of_line))
+        self.evidence = EvidenceWorker(self.writer.put, capacity=config.evidence_queue)  # after each reply
         self.outcomes = BatchWriter(None if store is None else store.record_outcomes, what="outcome",
                                     describe=lambda o: f"of job {o.job_id}")
-        self.store = store
+        self.store, self.jobcomp = store, jobcomp
         self.mode_keeper = ModeKeeper(mode_file_path(config, store), config.mode)  # read at start()
         self._advise_lock = threading.Lock()  # claims: one decision at a time sees the previous ones
         self._heap = FrozenHeap()  # full garbage collections out of the requests' way (gc_pauses)
@@ -77,24 +77,22 @@ class Daemon:
         self.refresher = Refresher(self.state, source, queue, period_s=config.refresh_s,
                                    pin_bound_s=config.pin_bound_s, node_counts=self._user_node_counts,
                                    pin_of=lambda decision: pin_of(self._decision(decision), job_from_request),
-                                   on_advised=self._track_outcomes,
-                                   after_refresh=self._after_refresh)
+                                   on_advised=self._track_outcomes, after_refresh=self._after_refresh)
         # Answers computed ahead for repeat requests (daemon/ready.py); they live a few refreshes.
         self.ready = ReadyAnswers(config.socket, config.ready_keys, max(10.0, 3 * config.refresh_s),
-                                  self._advise_lock, service.advise, self._ready_state) \
+                                  self._advise_lock, service.decide, self._ready_state) \
             if config.ready_keys else None
         self._recent: dict[str, Decision] = {}
         self._recent_lock = threading.Lock()
         self._tracked: dict[str, tuple[str, float, float]] = {}  # job id -> (state, start, end) recorded
+        self.allocations = Allocations(queue, _TRACKED)  # Slurm's per-node task counts of started jobs
         self._open: dict[str, str | None] = {}  # advised jobs not seen to end: job id -> decision id
         self._last_received = 0.0  # reports' receipt times, strictly increasing: a report's key in the store
-        # The snapshot each report came in under, by its receipt time, until it is written: the
-        # spool keeps the report, not the snapshot, and a job gone by the write has no sample in
-        # the latest one (the loop lost 29 of 31 samples so). A report replayed after a crash has
-        # none here: it gets the latest.
+        # The snapshot each report came in under, by receipt time, until written: the spool keeps
+        # the report only, and a job gone by the write has no sample in the latest (the loop lost 29
+        # of 31 samples so); a report replayed after a crash gets the latest.
         self._report_views: dict[float, Any] = {}
         self._report_views_lock = threading.Lock()
-        self.jobcomp = jobcomp
         self.metrics = DaemonMetrics(self) if config.metrics_port else None
         self.type_speeds = TypeSpeeds()  # the speeds reported since start, per job type (plausible_speeds)
 
@@ -103,19 +101,26 @@ class Daemon:
         self.state.counters.requests += 1
         if not isinstance(fields, dict):
             raise ProtocolError("advise: 'job' must be an object")
+        with self.evidence.answering():  # no evidence computed meanwhile (it would share the GIL)
+            return self._advise(fields, ready_key)
+
+    def _advise(self, fields: dict[str, Any], ready_key: Any) -> dict[str, Any]:
         with self._advise_lock:
             snapshot = self.state.snapshot()
             if snapshot is None:
                 return self._measured({"ok": True, "decision": None, "mode": self.state.mode, "action": "none",
                                        "reason": "no cluster snapshot yet"}, None)
-            reply, decision, job, placement = self.service.advise(snapshot, fields, self.state.mode)
-            if placement is not None:
-                self.state.claims.add(decision.id, snapshot, job, placement, time.monotonic())
+            decided = self.service.decide(snapshot, fields, self.state.mode)
+            reply, decision = decided.reply, decided.decision
+            if decided.claim is not None:
+                self.state.claims.add(decision.id, snapshot, decided.job, decided.claim, time.monotonic())
                 if self.ready is not None:
                     self.ready.withdraw()  # before the reply leaves: the file's answers may overlap
         if self.ready is not None and ready_key is not None:
             self.ready.remember(ready_key, fields)
         self._decided(reply, decision)
+        if decided.evidence is not None:  # after the decision: spooled after it, never instead of it
+            self.evidence.submit(decision.id, decided.evidence)
         return self._measured(reply, decision)
 
     def taken(self, request: dict[str, Any]) -> None:
@@ -139,6 +144,8 @@ class Daemon:
         self.state.counters.requests += 1
         self.state.counters.ready_taken += 1
         self._decided(answer.reply, decision)
+        if answer.evidence is not None:  # only an answer taken is a decision: its evidence now
+            self.evidence.submit(decision.id, answer.evidence)
         self._measured(answer.reply, decision)
 
     def _decided(self, reply: dict[str, Any], decision: Decision) -> None:
@@ -281,6 +288,7 @@ class Daemon:
                 **{f"{what}_{count}": getattr(writer, count) for what, writer in
                    (("decisions", self.writer), ("reports", self.reports))
                    for count in ("spooled", "spool_failed", "spool_damaged")},
+                **{f"evidence_{n}": getattr(self.evidence, n) for n in ("recorded", "dropped", "failed", "queued")},
                 "outcomes_written": self.outcomes.written, "policy_errors": self.service.advisor.errors,
                 **vars(self.state.counters),
                 **({} if self.ready is None else {"ready_published": self.ready.published,
@@ -289,8 +297,7 @@ class Daemon:
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> None:
-        # The request loop shares the GIL with the refresh and writer threads; Python's default
-        # 5 ms switch interval would let a store write hold a request up to that long.
+        # The request loop shares the GIL with other threads: the default 5 ms switch interval would let one hold it that long.
         sys.setswitchinterval(_SWITCH_INTERVAL_S)
         self.state.set_mode(self.mode_keeper.restore())  # a mode set at run time outlives a restart
         if self.store is not None and self.jobcomp is not None:
@@ -302,7 +309,7 @@ class Daemon:
             self.metrics.start(self.config.metrics_address, self.config.metrics_port)
         self._seed_type_speeds()
         self.mode_keeper.start()
-        for writer in (self.writer, self.reports, self.outcomes):
+        for writer in (self.writer, self.reports, self.outcomes, self.evidence):
             writer.start()
         self.refresher.start()
         if self.ready is not None:
@@ -314,7 +321,7 @@ class Daemon:
         self.refresher.stop()
         if self.metrics is not None:
             self.metrics.stop()
-        for writer in (self.writer, self.reports, self.outcomes):
+        for writer in (self.evidence, self.writer, self.reports, self.outcomes):  # evidence before its writer
             writer.stop()
         self.mode_keeper.stop()  # a switch just before the stop is on disk for the next start
         if self.store is not None:
@@ -363,7 +370,9 @@ class Daemon:
         return self.store.record_reports(pairs, skip_stored=True)  # a replayed spool holds some stored
 
     def _track_outcomes(self, advised: list[AdvisedJob]) -> None:
-        """The refresher's hook: an outcome row per advised job, updated whenever Slurm's view changes."""
+        """The refresher's hook: an outcome row per advised job, updated whenever Slurm's view
+        changes, with Slurm's per-node task counts once it has started."""
+        self.allocations.refresh()
         for job in advised:
             seen = (job.state, job.start_time, job.end_time)
             if self._tracked.get(job.job_id) == seen:
@@ -371,8 +380,9 @@ class Daemon:
             if len(self._tracked) >= _TRACKED:
                 self._tracked.pop(next(iter(self._tracked)))
             self._tracked[job.job_id] = seen
+            nodes, tasks, read_from = self.allocations.of(job)
             outcome = Outcome(job.job_id, job.state, job.decision, job.submit_time or None,
-                              job.start_time or None, job.end_time or None, job.nodes)
+                              job.start_time or None, job.end_time or None, nodes, tasks, read_from)
             self.outcomes.put(outcome)
             if outcome.final:
                 self._open.pop(job.job_id, None)
@@ -381,7 +391,7 @@ class Daemon:
         if self.jobcomp is not None and self._open:
             for outcome in self.jobcomp.ended(self._open):
                 self._open.pop(outcome.job_id, None)
-                self.outcomes.put(outcome)
+                self.outcomes.put(self.allocations.attached(outcome))
 
 
 def spool_directory(config: DaemonConfig, store: Store | None) -> Path | None:

@@ -64,6 +64,9 @@ _WRITER_COUNTERS = {
     "reports_written": ("reports", "written", "Speed reports written to the store."),
     "reports_dropped": ("reports", "dropped", "Speed reports the store never got."),
     "outcomes_written": ("outcomes", "written", "Job outcome changes written to the store."),
+    "evidence_recorded": ("evidence", "recorded", "Decisions' evidence computed after the reply and spooled."),
+    "evidence_dropped": ("evidence", "dropped", "Decisions left without evidence: its queue full, or the stop first."),
+    "evidence_failed": ("evidence", "failed", "Decisions whose evidence could not be computed (logged)."),
     # the spool's counts, the same for both spooled writers
     **{f"{name}_{count}": (writer, count, help_text.format(label))
        for name, label, writer in (("decisions", "Decisions", "writer"), ("reports", "Speed reports", "reports"))

@@ -148,6 +148,14 @@ class SlurmQueue:
                 return fields.get("PartitionName")
         return None
 
+    def allocation(self, job_id: str) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
+        """(nodes, Slurm's task count on each) of a started job (``daemon/allocation.py``)."""
+        from slurm_advisor.daemon.allocation import parse_job
+
+        if not job_id.isdigit():  # an array or het job's id: not read (nothing from a job reaches a command)
+            return None
+        return parse_job(self._run(["scontrol", "show", "job", "-d", "-o", job_id]))
+
     def release(self, job: AdvisedJob, min_nodes: int | None, max_nodes: int | None) -> None:
         """Unpin (or uncap) a pending job: no required nodes, the node counts the user asked for.
 

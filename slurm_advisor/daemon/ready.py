@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from slurm_advisor.daemon import protocol
+from slurm_advisor.daemon.evidence import Pending
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
 from slurm_advisor.domain.decision import Decision
 
@@ -56,6 +57,7 @@ class ReadyAnswer:
     job: Job
     snapshot: ClusterSnapshot
     claim: Placement | None          # what the answer claims once taken
+    evidence: Pending | None = None  # its decision's evidence, computed once taken (evidence_worker.py)
 
     @property
     def id(self) -> str:
@@ -74,14 +76,15 @@ def taken_path(socket_path: Path) -> Path:
 class ReadyAnswers:
     """The remembered requests, the answers published for them, and the thread that computes them.
 
-    ``compute(snapshot, fields, mode, rng)`` is the advice service's (reply, decision, job, claim);
+    ``compute(snapshot, fields, mode, rng)`` is the advice service's ``decide`` (``Decided``: reply,
+    decision, job, claim, the evidence to compute once the answer is taken);
     ``current()`` gives (snapshot less claims, mode) or None; ``lock`` is the daemon's advise lock:
     versions change and files are written under it, so a file is published only if no decision
     was made while its answers were computed.
     """
 
     def __init__(self, socket_path: Path, keys: int, lifetime_s: float, lock: threading.Lock,
-                 compute: Callable[..., tuple[dict, Decision, Job, Placement | None]],
+                 compute: Callable[..., Any],
                  current: Callable[[], tuple[ClusterSnapshot, str] | None]):
         self.path = ready_path(socket_path)
         self.max_keys, self.lifetime_s = keys, lifetime_s
@@ -227,10 +230,11 @@ class ReadyAnswers:
         answers = {}
         for key, fields in keys:
             try:
-                reply, decision, job, claim = self.compute(snapshot, fields, mode, rng=self._rng)
+                decided = self.compute(snapshot, fields, mode, rng=self._rng)
             except protocol.ProtocolError:
                 continue  # a request the daemon refuses is answered over the socket, with its error
-            answers[key] = ReadyAnswer(key, reply, decision, job, snapshot, claim)
+            answers[key] = ReadyAnswer(key, decided.reply, decided.decision, decided.job, snapshot, decided.claim,
+                                       decided.evidence)
         with self.lock:
             if version != self._version:
                 self._full = True  # the kept answers may be stale now too

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from slurm_advisor.advisor import Advice, Advisor, allowed, cap_feasible
+from slurm_advisor.daemon import evidence
 from slurm_advisor.daemon.protocol import ProtocolError, format_layout
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
 from slurm_advisor.domain.decision import LEFT_TO_SLURM, Decision
@@ -131,12 +132,29 @@ def in_canary(decision_id: str, share: float) -> bool:
     return int.from_bytes(digest[:8], "big") / 2.0 ** 64 < share
 
 
+@dataclass(frozen=True)
+class Decided:
+    """One request decided: the reply, the decision (no evidence yet), the job, the placement to
+    claim (None: nothing), and the decision's evidence to compute (None: nothing to weigh)."""
+
+    reply: dict[str, Any]
+    decision: Decision
+    job: Job
+    claim: Placement | None
+    evidence: evidence.Pending | None
+
+
 class AdviceService:
     def __init__(self, advisor: Advisor, express: Express, *, model_version: str | None = None,
                  has_switches: bool = False, hold_wait_s: float = 600.0, pins: bool = True,
                  default_partition: str | None = None, model_problem: str | None = None, seed: int = 0,
-                 max_tasks: int = MAX_TASKS, release: Release | None = None, blocks: Blocks | None = None):
+                 max_tasks: int = MAX_TASKS, release: Release | None = None, blocks: Blocks | None = None,
+                 speed: tuple[Any, str | None] = (None, None), alternatives: int = evidence.MAX_ALTERNATIVES):
         self.advisor = advisor
+        # (speed model, its model's version) that predicts the evidence of a heuristic policy's
+        # decisions (a model-backed advisor's own ``predictor`` predicts its own)
+        self.speed = speed
+        self.alternatives = alternatives  # feasible alternatives each decision's evidence weighs (config)
         self.release = release  # the Slurm release read at start (None: not read, 22.05 modelled)
         self.max_tasks = max_tasks  # the site's bound on one job's tasks (config max_tasks)
         self.model_problem = model_problem  # why the configured model is not the one serving
@@ -168,8 +186,19 @@ class AdviceService:
     def advise(self, snapshot: ClusterSnapshot, fields: dict[str, Any], mode: str,
                decision_id: str | None = None, rng: np.random.Generator | None = None,
                ) -> tuple[dict[str, Any], Decision, Job, Placement | None]:
-        """(reply, decision, job, placement to claim or None). ProtocolError on a bad request.
-        ``rng``: another thread's (the ready answers'); numpy's generators are not thread-safe."""
+        """(reply, decision with its evidence, job, placement to claim or None): :meth:`decide`
+        with the evidence computed at once (tests, the CLI's fixtures; the daemon computes it after
+        the reply: daemon/evidence_worker.py)."""
+        decided = self.decide(snapshot, fields, mode, decision_id, rng)
+        decision = decided.decision if decided.evidence is None else \
+            replace(decided.decision, evidence=decided.evidence())
+        return decided.reply, decision, decided.job, decided.claim
+
+    def decide(self, snapshot: ClusterSnapshot, fields: dict[str, Any], mode: str,
+               decision_id: str | None = None, rng: np.random.Generator | None = None) -> Decided:
+        """The reply and the decision (its evidence still to compute: ``Decided.evidence``).
+        ProtocolError on a bad request. ``rng``: another thread's (the ready answers'); numpy's
+        generators are not thread-safe."""
         started = time.perf_counter()
         decision_id = decision_id or new_decision_id()
         sub = submission(fields)
@@ -179,9 +208,11 @@ class AdviceService:
         advice = Advice(job.id, None, advisor.policy.name, reason=left) if left else \
             advisor.advise(snapshot, job, rng or self._rng)
         view = allowed(snapshot, job)  # what the advice was made on
-        own = advice.placement is not None and self.pins and self.blocks is None and not sub.unpinnable and \
-            not sub.arbitrary and \
-            slurms_choice(view, job, advice.placement, topology=self.has_switches, release=self.release or DEFAULT)
+        # Slurm's own choice as modelled (not under topology/block: the model does not know blocks)
+        slurm = None if advice.placement is None or self.blocks is not None else \
+            slurm_choice(view, job, topology=self.has_switches, release=self.release or DEFAULT)
+        own = slurm is not None and self.pins and not sub.unpinnable and not sub.arbitrary and \
+            sorted(slurm.per_node()) == sorted(advice.placement.per_node())
         placement, reason = (advice.placement, "") if own else self._expressed(view, job, advice, sub)
         layout = _layout(placement)
         action = "observe" if own else self._action(mode, placement, advice, snapshot, job)
@@ -207,6 +238,7 @@ class AdviceService:
             held = advice.held
             reply.update(max_nodes=cap_nodes, switches=1 if self.has_switches and held else None,
                          wait4switch_s=int(self.hold_wait_s) if self.has_switches and held else None)
+        pending = None if placement is None else self._evidence(view, job, placement, slurm, advisor, model_version)
         decision = Decision(
             decision_id, datetime.now(UTC), mode, action, advice.policy, model_version, job.type,
             fields.get("user_id") if isinstance(fields.get("user_id"), int) else None, dict(fields),
@@ -216,7 +248,16 @@ class AdviceService:
         # What Slurm will run where: a pin, or its own choice; observe mode claims what advise
         # would, so that a burst's later decisions see its earlier ones.
         claimed = action == "place" or own or (mode == "observe" and placement is not None and not left)
-        return reply, decision, job, placement if claimed else None
+        return Decided(reply, decision, job, placement if claimed else None, pending)
+
+    def _evidence(self, view: ClusterSnapshot, job: Job, placement: Placement, slurm: Placement | None,
+                  advisor: Advisor, model_version: str | None) -> evidence.Pending:
+        """What the decision is judged by later (daemon/evidence.py), to be predicted by the
+        deciding model's speed model (a heuristic policy's: the daemon's default model, ``speed``),
+        captured now: a model swapped in meanwhile changes nothing in it."""
+        speed, model = (advisor.predictor, model_version) if advisor.predictor is not None else self.speed
+        return evidence.Pending(view, job, placement, slurm, speed, model, self.has_switches,
+                                self.release or DEFAULT, self.alternatives)
 
     def _pin_or_cap(self, placement: Placement, cap: int | None) -> tuple[str, int | None, int | None, str]:
         """(action, node cap, segment size, why) for a placement to pin: a pin where Slurm takes
@@ -301,6 +342,17 @@ class AdviceService:
         return "observe"  # left to Slurm as submitted, stamped: the decision links to its outcome
 
 
+def slurm_choice(snapshot: ClusterSnapshot, job: Job, *, topology: bool = False,
+                 release: Release = DEFAULT) -> Placement | None:
+    """Slurm's own placement of the job's unmodified request on ``snapshot`` (see
+    :func:`slurms_choice`); None where it cannot start or the model does not know it."""
+    request = job.request
+    if request is not None and request.narrows():
+        return None
+    min_nodes, max_nodes = (1, None) if request is None else (request.min_nodes, request.max_nodes)
+    return select(snapshot, job, topology=topology, min_nodes=min_nodes, max_nodes=max_nodes, release=release)
+
+
 def slurms_choice(snapshot: ClusterSnapshot, job: Job, placement: Placement, *, topology: bool = False,
                   release: Release = DEFAULT) -> bool:
     """Whether Slurm, given the job's own request unmodified, would put exactly ``placement``'s
@@ -312,11 +364,7 @@ def slurms_choice(snapshot: ClusterSnapshot, job: Job, placement: Placement, *, 
     False where the model does not know Slurm's choice: a request that names its nodes, fixes
     tasks, GPUs or memory per node, or asks for whole, contiguous nodes or few switches; it is then
     pinned where the pin honours it."""
-    request = job.request
-    if request is not None and request.narrows():
-        return False
-    min_nodes, max_nodes = (1, None) if request is None else (request.min_nodes, request.max_nodes)
-    slurm = select(snapshot, job, topology=topology, min_nodes=min_nodes, max_nodes=max_nodes, release=release)
+    slurm = slurm_choice(snapshot, job, topology=topology, release=release)
     return slurm is not None and sorted(slurm.per_node()) == sorted(placement.per_node())
 
 

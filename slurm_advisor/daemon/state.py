@@ -351,7 +351,16 @@ def _learned_advisor(model_dir: Path, policy: str = "learned", release: Release 
     from slurm_advisor.advisor import Advisor
     from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 
-    return Advisor(load_policy(policy, model_dir), fallback=SlurmDefaultPolicy(release))
+    return Advisor(load_policy(policy, model_dir), fallback=SlurmDefaultPolicy(release),
+                   predictor=speed_model_of(model_dir))
+
+
+def speed_model_of(model_dir: Path | None):
+    """The speed model of the model in ``model_dir`` (None: the packaged one), numpy only: what
+    predicts each decision's evidence (daemon/evidence.py)."""
+    from slurm_advisor.models import served
+
+    return served.load(model_dir).speed_model
 
 
 def load_policy(name: str, model_dir: Path | None):

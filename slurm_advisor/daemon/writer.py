@@ -31,7 +31,9 @@ from slurm_advisor.daemon.batches import (
     DecisionBatches,
     decision_line,
     decision_of_line,
+    store_decisions,
 )
+from slurm_advisor.daemon.evidence import Recorded
 from slurm_advisor.daemon.spool import SpoolChannel, SpoolReader
 from slurm_advisor.errors import InputError
 from slurm_advisor.store import Store
@@ -87,6 +89,8 @@ class ProcessDecisionWriter:
         self._counts = self._context.Array("q", _COUNTS, lock=False)
         self._before = [0] * _COUNTS  # the same for children that ended
         self._overflow = 0           # decisions put with BACKLOG waiting, or after the stop
+        self._evidence_spooled = 0   # evidence lines on the spool (not decisions: ``spooled`` leaves them out)
+        self._evidence_lock = threading.Lock()  # the evidence worker's puts and ``spooled``: never the request's
         self._undelivered = 0        # decisions no child took (the shipping thread's count)
         self._sent = 0               # decisions sent to the current child
         self.restarts = 0            # children that died and were replaced
@@ -110,7 +114,13 @@ class ProcessDecisionWriter:
         atexit.register(self.stop)
 
     def put(self, item: Any) -> None:
-        if self.spool is not None and self.spool.put(item):
+        if isinstance(item, Recorded) and self.spool is not None:
+            with self._evidence_lock:  # counted with its line, as ``spooled`` reads them
+                spooled = self.spool.put(item)
+                self._evidence_spooled += spooled
+            if spooled:
+                return
+        elif self.spool is not None and self.spool.put(item):
             return
         if len(self._pending) >= BACKLOG or self._stopping.is_set():
             self._overflow += 1
@@ -161,7 +171,14 @@ class ProcessDecisionWriter:
     def spool_damaged(self) -> int:
         return self._before[5] + self._counts[5]
 
-    spooled = BatchWriter.spooled
+    @property
+    def spooled(self) -> int:
+        """Decisions on the spool before their reply (the evidence lines after them left out)."""
+        if self.spool is None:
+            return 0
+        with self._evidence_lock:
+            return self.spool.appender.appended - self._evidence_spooled
+
     spool_failed = BatchWriter.spool_failed
 
     def _ship_loop(self) -> None:
@@ -232,7 +249,7 @@ class _ChildBatches(DecisionBatches):
         # Idempotent: the spool may hold decisions a killed run (or a dead child) wrote already.
         super().__init__(store, log_path)
         if store is not None:
-            self.write_spooled = lambda batch: store.record_decisions(batch, skip_stored=True)
+            self.write_spooled = lambda batch: store_decisions(store, batch, skip_stored=True)
         self._counts = counts
         self._unwritable = store is None  # the store would not open here: every batch is dropped
         self._reader = spool

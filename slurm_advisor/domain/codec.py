@@ -83,11 +83,12 @@ def decision_to_dict(d: Decision) -> dict:
             "model_version": d.model_version, "job_type": d.job_type, "user_id": d.user_id,
             "request": d.request, "layout": [list(t) for t in d.layout], "would": [list(t) for t in d.would],
             "max_nodes": d.max_nodes, "latency_ms": d.latency_ms, "fallback": d.fallback,
-            "reason": d.reason, "extra": d.extra}
+            "reason": d.reason, "extra": d.extra, **({} if d.evidence is None else {"evidence": d.evidence})}
 
 
 def decision_from_dict(d: dict) -> Decision:
     return Decision(d["id"], datetime.fromisoformat(d["time"]), d["mode"], d["action"], d["policy"],
                     d["model_version"], d["job_type"], d["user_id"], d["request"],
                     tuple((r, n) for r, n in d["layout"]), tuple((r, n) for r, n in d["would"]),
-                    d["max_nodes"], d["latency_ms"], d["fallback"], d["reason"], d.get("extra", {}))
+                    d["max_nodes"], d["latency_ms"], d["fallback"], d["reason"], d.get("extra", {}),
+                    d.get("evidence"))

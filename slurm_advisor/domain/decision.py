@@ -30,6 +30,9 @@ class Decision:
     fallback: bool = False
     reason: str = ""                 # why not placed, or why the fallback decided
     extra: dict[str, Any] = field(default_factory=dict)
+    # The layouts weighed on the decision's snapshot and their speeds predicted then
+    # (daemon/evidence.py); None: not recorded (a decision from before it was, or none to weigh).
+    evidence: dict[str, Any] | None = None
 
     @property
     def nodes(self) -> tuple[str, ...]:

@@ -10,7 +10,9 @@ FINAL_STATES = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_F
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """Job ``job_id`` in ``state``; times in seconds since the epoch, None while Slurm has none."""
+    """Job ``job_id`` in ``state``; times in seconds since the epoch, None while Slurm has none.
+    ``tasks``: Slurm's task count on each of ``nodes`` (same order), read from Slurm, and
+    ``tasks_from`` where (``scontrol show job -d``, ...); () and "" where not read."""
 
     job_id: str
     state: str
@@ -19,6 +21,8 @@ class Outcome:
     start_time: float | None = None
     end_time: float | None = None
     nodes: tuple[str, ...] = ()
+    tasks: tuple[int, ...] = ()
+    tasks_from: str = ""
 
     @property
     def final(self) -> bool:

@@ -39,6 +39,8 @@ class OutcomesAndModels:
                 stmt = upsert(OutcomeRow).values(row)
                 changes = {k: stmt.excluded[k] for k in row if k != "job_id"}
                 changes["decision_id"] = func.coalesce(stmt.excluded.decision_id, OutcomeRow.decision_id)
+                # Slurm's per-node counts are read once, while the job runs: a later state keeps them
+                changes["allocation"] = func.coalesce(stmt.excluded.allocation, OutcomeRow.allocation)
                 session.execute(stmt.on_conflict_do_update(index_elements=["job_id"], set_=changes))
         self.commits += 1
         return len(rows)
@@ -155,12 +157,15 @@ def _activate(session, version: str | None, now: float, action: str, forced: boo
 def _outcome_row(o: Outcome) -> dict[str, Any]:
     return {"job_id": str(o.job_id), "decision_id": o.decision_id, "state": o.state,
             "submit_time": o.submit_time, "start_time": o.start_time, "end_time": o.end_time,
-            "nodes": ",".join(o.nodes), "updated_at": time.time()}
+            "nodes": ",".join(o.nodes), "updated_at": time.time(),
+            "allocation": {"tasks": list(o.tasks), "from": o.tasks_from} if o.tasks else None}
 
 
 def _outcome(row: OutcomeRow) -> Outcome:
+    allocation = row.allocation or {}
     return Outcome(row.job_id, row.state, row.decision_id, row.submit_time, row.start_time, row.end_time,
-                   tuple(filter(None, row.nodes.split(","))))
+                   tuple(filter(None, row.nodes.split(","))), tuple(int(t) for t in allocation.get("tasks", ())),
+                   str(allocation.get("from", "")))
 
 
 def _model_row(r: ModelRecord) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from sqlalchemy import Engine, create_engine, event, func, insert, select
+from sqlalchemy import Engine, bindparam, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
@@ -188,19 +188,34 @@ class Store(OutcomesAndModels):
         self.commits += 1
         return len(rows)
 
+    def record_evidence(self, items: Iterable[tuple[str, dict]]) -> int:
+        """Each (decision id, evidence) into that decision's row, in one transaction: the evidence
+        the daemon computes after the reply (daemon/evidence_worker.py). Returns how many rows
+        took one where the driver says (a decision not stored takes none), else how many were given."""
+        rows = [{"key": decision_id, "evidence": evidence} for decision_id, evidence in items]
+        if not rows:
+            return 0
+        table = DecisionRow.__table__
+        statement = update(table).where(table.c.id == bindparam("key")).values(evidence=bindparam("evidence"))
+        with self._guard("cannot write to"), self._sessions.begin() as session:
+            count = session.connection().execute(statement, rows).rowcount
+        self.commits += 1
+        return count if count is not None and count >= 0 else len(rows)
+
     def load_decisions(self, *, limit: int | None = None) -> list[Decision]:
         """Decisions newest first, at most ``limit`` of them."""
-        query = select(DecisionRow.decision).order_by(DecisionRow.time.desc(), DecisionRow.id.desc())
+        query = select(DecisionRow.decision, DecisionRow.evidence).order_by(DecisionRow.time.desc(),
+                                                                            DecisionRow.id.desc())
         if limit is not None:
             query = query.limit(limit)
         with self._guard("cannot read from"), self._sessions() as session:
-            return [decision_from_dict(d) for d in session.scalars(query)]
+            return [_decision(d, evidence) for d, evidence in session.execute(query)]
 
     def decision(self, decision_id: str) -> Decision | None:
-        query = select(DecisionRow.decision).where(DecisionRow.id == decision_id)
+        query = select(DecisionRow.decision, DecisionRow.evidence).where(DecisionRow.id == decision_id)
         with self._guard("cannot read from"), self._sessions() as session:
-            found = session.scalar(query)
-        return None if found is None else decision_from_dict(found)
+            found = session.execute(query).first()
+        return None if found is None else _decision(*found)
 
     def count_decisions(self) -> int:
         with self._guard("cannot read from"), self._sessions() as session:
@@ -394,10 +409,16 @@ def _row(sample: SpeedSample) -> dict[str, object]:
 
 
 def _decision_row(d: Decision) -> dict[str, object]:
+    whole = decision_to_dict(d)
+    whole.pop("evidence", None)  # its own column
     return {"id": d.id, "time": d.time, "mode": d.mode, "action": d.action, "policy": d.policy,
             "model_version": d.model_version, "job_type": d.job_type, "user_id": d.user_id,
             "nodes": ",".join(d.nodes), "latency_ms": d.latency_ms, "fallback": d.fallback,
-            "reason": d.reason, "decision": decision_to_dict(d)}
+            "reason": d.reason, "decision": whole, "evidence": d.evidence}
+
+
+def _decision(whole: dict, evidence: dict | None) -> Decision:
+    return decision_from_dict({**whole, "evidence": evidence})
 
 
 def _report_row(r: SpeedReport, sample_id: int | None) -> dict[str, object]:

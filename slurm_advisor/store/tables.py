@@ -32,6 +32,8 @@ NAMING = {"ix": "ix_%(table_name)s_%(column_0_name)s", "uq": "uq_%(table_name)s_
 
 # JSONB on PostgreSQL so later issues can index and query inside samples; plain JSON text elsewhere.
 JsonDocument = JSON().with_variant(JSONB(), "postgresql")
+# ... and for columns that may be empty: None is SQL NULL (not JSON null), so COALESCE sees it
+OptionalJson = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
 
 class Base(DeclarativeBase):
@@ -75,6 +77,8 @@ class DecisionRow(Base):
     fallback: Mapped[bool] = mapped_column(Boolean)
     reason: Mapped[str] = mapped_column(Text)
     decision: Mapped[dict[str, Any]] = mapped_column(JsonDocument)
+    # the layouts weighed and their predicted speeds, then (daemon/evidence.py); NULL: before 0005
+    evidence: Mapped[dict[str, Any] | None] = mapped_column(OptionalJson)
 
 
 class ReportRow(Base):
@@ -109,6 +113,8 @@ class OutcomeRow(Base):
     end_time: Mapped[float | None] = mapped_column(Float)
     nodes: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[float] = mapped_column(Float)
+    # Slurm's per-node task counts, read from Slurm: {"tasks": [...], "from": "..."}; NULL: not read
+    allocation: Mapped[dict[str, Any] | None] = mapped_column(OptionalJson)
 
 
 class ModelRow(Base):

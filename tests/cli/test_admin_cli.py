@@ -23,6 +23,7 @@ from slurm_advisor.daemon.daemon import Daemon
 from slurm_advisor.daemon.queue import NoQueue
 from slurm_advisor.daemon.server import AdvisorServer, ServerThread
 from slurm_advisor.daemon.service import AdviceService
+from slurm_advisor.daemon.state import speed_model_of
 from slurm_advisor.domain import ClusterSnapshot
 from slurm_advisor.domain.model_record import ModelRecord
 from slurm_advisor.domain.outcome import Outcome
@@ -55,10 +56,11 @@ def site(tmp_path):
     config.write_text(f'db = "{db}"\nsource = "simulated"\nsocket = "{tmp_path / "none.sock"}"\n'
                       f'models_dir = "{tmp_path}"\n')
     snapshot = ClusterSnapshot.empty(default_cluster())
-    packer = AdviceService(Advisor(PackPolicy()), express)
-    slurm = AdviceService(Advisor(SlurmDefaultPolicy()), express)
+    speed = (speed_model_of(None), "pkg")  # predicts each decision's evidence, as the daemon's default model
+    packer = AdviceService(Advisor(PackPolicy()), express, speed=speed)
+    slurm = AdviceService(Advisor(SlurmDefaultPolicy()), express, speed=speed)
     # spread: not what Slurm would choose (one node), so it is pinned; pack's one node is Slurm's own choice
-    spreader = AdviceService(Advisor(SpreadPolicy()), express)
+    spreader = AdviceService(Advisor(SpreadPolicy()), express, speed=speed)
     made = {}
     made["placed"] = spreader.advise(snapshot, fields(), "advise")[1]
     made["none"] = packer.advise(snapshot, fields(workers=200), "advise")[1]        # fits nowhere: a fallback
@@ -69,8 +71,9 @@ def site(tmp_path):
     with Store.open(str(db)) as store:
         store.record_decisions(made.values())
         slurm_nodes = tuple(n.name for n in default_cluster()[:4])  # Slurm spread it over four nodes
-        store.record_outcomes([
-            Outcome("501", "RUNNING", made["observed"].id, 1.0, 2.0, None, slurm_nodes),
+        store.record_outcomes([  # 501: Slurm's per-node counts as read from `scontrol show job -d`
+            Outcome("501", "RUNNING", made["observed"].id, 1.0, 2.0, None, slurm_nodes, (2, 2, 2, 2),
+                    "scontrol show job -d"),
             Outcome("502", "COMPLETED", made["same"].id, 1.0, 2.0, 9.0, made["same"].nodes),
             Outcome("503", "PENDING", made["placed"].id, 1.0, None, None, ()),
         ])
@@ -136,17 +139,36 @@ def test_a_failed_export_leaves_the_earlier_file_whole(site, monkeypatch):
 
 
 def test_explain_an_observed_decision_by_job_id(site):
+    """What the decision recorded then, and Slurm's layout as read from Slurm: 2 tasks on each of
+    four nodes, a layout the decision did not weigh, so no speed is claimed for it."""
     data = json.loads(run("explain", "501", "--config", str(site["config"]), "--json"))
     observed = site["decisions"]["observed"]
+    recorded = {e["name"]: e for e in observed.evidence["layouts"]}
     assert data["decision"] == observed.id and data["mode"] == "observe" and not data["advised"]
-    assert data["chosen"]["nodes"] == list(observed.nodes) and data["chosen"]["predicted"] > 0
-    assert [a["name"] for a in data["alternatives"]] == ["slurm-default", "pack"]
-    assert all(a["predicted"] > 0 for a in data["alternatives"])
-    assert data["slurm"]["nodes"] == [n.name for n in default_cluster()[:4]] and data["slurm"]["predicted"] > 0
+    assert data["evidence"] == "recorded" and data["speed_model"] == "model pkg, which decided"
+    assert data["chosen"]["nodes"] == list(observed.nodes)
+    assert data["chosen"]["predicted"] == recorded["advised"]["predicted"] > 0
+    assert [a["name"] for a in data["alternatives"]] == [n for n in recorded if n != "advised"]
+    assert data["alternatives"][0]["name"] == "slurm"
+    assert all(a["predicted"] == recorded[a["name"]]["predicted"] for a in data["alternatives"])
+    slurm_nodes = [n.name for n in default_cluster()[:4]]
+    assert data["slurm"]["nodes"] == slurm_nodes and data["slurm"]["predicted"] is None
+    assert data["slurm"]["layout"] == "ps=gpu01;worker=gpu01,gpu02,gpu02,gpu03,gpu03,gpu04,gpu04"
+    assert "scontrol show job -d" in data["slurm"]["note"] and "not among" in data["slurm"]["note"]
     assert data["measured"]["reports"] == 2 and data["measured"]["mean_speed"] == pytest.approx(20.0)
-    assert data["speed_model"] == "active model bbb"
     text = run("explain", observed.id, "--config", str(site["config"]))
-    assert "would advise" in text and "slurm-default" in text and "reported: 20 it/s" in text
+    assert "would advise" in text and "evidence: recorded" in text and "reported: 20 it/s" in text
+
+
+def test_explain_an_older_decision_says_its_evidence_was_not_recorded(site):
+    """A decision from before evidence was stored is judged again now, and says so."""
+    old = replace(site["decisions"]["observed"], id="d-0000000000aa", evidence=None)
+    with Store.open(str(site["db"])) as store:
+        store.record_decisions([old])
+    data = json.loads(run("explain", old.id, "--config", str(site["config"]), "--json"))
+    assert data["evidence"].startswith("not recorded") and data["speed_model"] == "active model bbb"
+    assert "rebuilt now" in data["cluster_view"] and data["chosen"]["predicted"] > 0
+    assert [a["name"] for a in data["alternatives"]] == ["slurm-default", "pack"] and data["slurm"] is None
 
 
 def test_explain_names_what_is_missing(site):
@@ -155,44 +177,26 @@ def test_explain_names_what_is_missing(site):
     assert "job 999: no decision" in run("explain", "999", "--config", cfg, code=2)
 
 
-def test_shadow_counts_differently_placed_jobs_and_their_predicted_speedup(site):
+def test_shadow_lists_every_observed_decision_and_counts_only_what_was_predicted_then(site):
+    """501: Slurm ran 2,2,2,2 over four nodes, a layout nobody predicted at decision time: listed,
+    not counted. 502: Slurm ran exactly the one-node layout advised: counted, not different."""
     data = json.loads(run("shadow", "--config", str(site["config"]), "--json", "--since", "1d"))
-    assert data["decisions"] == 2 and data["with_slurm_placement"] == 2 and data["placed_differently"] == 1
-    row = next(r for r in data["jobs"] if r["differs"])
-    assert row["job_id"] == "501" and row["predicted_speedup"] == pytest.approx(
-        row["advisor_predicted"] / row["slurm_predicted"])
-    assert data["geomean_predicted_speedup"] == pytest.approx(row["predicted_speedup"])
-    assert row["measured"]["mean_speed"] == pytest.approx(20.0) and data["measured_jobs"] == 1
+    rows = {r["job_id"]: r for r in data["jobs"]}
+    assert data["decisions"] == 2 and data["with_slurm_placement"] == 2 and data["counted"] == 1
+    assert rows["501"]["not_counted"].startswith("Slurm's layout was not among those predicted then")
+    assert rows["501"]["slurm_read_from"] == "scontrol show job -d" and rows["501"]["differs"] is True
+    assert rows["502"]["not_counted"] is None and rows["502"]["differs"] is False
+    assert rows["502"]["slurm_as"] == "slurm" and rows["502"]["slurm_as_modelled"] is True
+    assert rows["502"]["slurm_read_from"] == "node list"  # one node: its count needs no reading
+    assert data["placed_differently"] == 0 and data["geomean_predicted_speedup"] is None
+    assert rows["501"]["measured"]["mean_speed"] == pytest.approx(20.0) and data["measured_jobs"] == 1
     assert json.loads(run("shadow", "--config", str(site["config"]), "--json"))["decisions"] == 3
-    assert "placed differently" in run("shadow", "--config", str(site["config"]))
-
-
-def test_shadow_judges_with_the_model_that_decided_and_counts_swapped_identical_nodes_as_the_same(site):
-    """A decision made by model aaa is judged by aaa's speed model whatever is active later; a
-    layout on gpu02 where Slurm ran gpu03 (same CPUs, GPUs, memory, switch) is no difference."""
-    packer = AdviceService(Advisor(PackPolicy()), express, model_version="aaa")
-    snapshot = ClusterSnapshot.empty(default_cluster())
-    decision = replace(packer.advise(snapshot, fields(workers=1, ps=0), "observe")[1],
-                       would=(("worker", "gpu02"),))
-    with Store.open(str(site["db"])) as store:
-        store.record_decisions([decision])
-        store.record_outcomes([Outcome("504", "COMPLETED", decision.id, 1.0, 2.0, 9.0, ("gpu03",))])
-
-    def shadowed():
-        data = json.loads(run("shadow", "--config", str(site["config"]), "--json", "--since", "1h"))
-        return next(r for r in data["jobs"] if r["decision"] == decision.id), data
-
-    row, data = shadowed()
-    assert row["differs"] is False and "model aaa, which decided" in data["speed_model"]
-    assert "the speed-up is a prediction" in data["cannot_know"]
-    run("models", "promote", "ccc", "--config", str(site["config"]), "--force")
-    again, data = shadowed()
-    assert again == row and "model aaa, which decided" in data["speed_model"]
-    assert data["geomean_predicted_speedup_ci95"] is None  # one differing job: no interval
+    text = run("shadow", "--config", str(site["config"]))
+    assert "placed differently" in text and "not counted: Slurm's layout was not among" in text
 
 
 def test_the_shadow_interval_is_a_seeded_bootstrap_around_the_geometric_mean():
-    from slurm_advisor.cli.admin_explain import bootstrap_ci
+    from slurm_advisor.cli.admin_evidence import bootstrap_ci
     speedups = [0.9, 1.1, 1.2, 1.3, 1.05, 0.95, 1.4]
     low, high = bootstrap_ci(speedups)
     geomean = float(np.exp(np.mean(np.log(speedups))))

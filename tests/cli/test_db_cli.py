@@ -12,7 +12,7 @@ def test_db_upgrade_creates_the_schema(tmp_path):
     path = tmp_path / "new" / "advisor.db"
     result = CliRunner().invoke(cli, ["db", "upgrade", "--db", str(path)])
     assert result.exit_code == 0, result.output
-    assert result.output.strip().endswith("at revision 0004") and str(path) in result.output
+    assert result.output.strip().endswith("at revision 0005") and str(path) in result.output
     with Store.open(str(path), create=False) as store:
         assert store.count_reports() == 0 and store.list_models() == []
 

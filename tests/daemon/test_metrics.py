@@ -129,17 +129,22 @@ def test_metrics_port_setting(raw, ok):
         assert load_config(None, {}, {"metrics_port": raw}).metrics_port == ok
 
 
-def test_decision_log_gets_one_json_line_per_decision(tmp_path):
+def test_decision_log_gets_one_json_line_per_decision_and_one_per_evidence_after_it(tmp_path):
     log = tmp_path / "log" / "decisions.jsonl"
     daemon = make_daemon(tmp_path, decision_log=log)
     daemon.start()
     replies = [daemon.advise(marked(workers=w)) for w in (1, 2, 99)]
     daemon.stop()
-    lines = log.read_text().splitlines()
-    assert [json.loads(line)["id"] for line in lines] == [r["decision"] for r in replies]
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [d["id"] for d in lines if "id" in d] == [r["decision"] for r in replies]
+    evidence = {e["evidence_of"]: (at, e["evidence"]) for at, e in enumerate(lines) if "evidence_of" in e}
+    assert set(evidence) == {r["decision"] for r in replies[:2]}  # 99 workers fit nowhere: nothing to weigh
+    at, recorded = evidence[replies[1]["decision"]]
+    decision = next(d for d in lines if d.get("id") == replies[1]["decision"])
+    assert lines.index(decision) < at  # the evidence follows its decision
     with Store.open(daemon.config.db, create=False) as store:
-        assert decision_from_dict(json.loads(lines[1])) == store.decision(replies[1]["decision"])
-    assert daemon.writer.logged == 3 and daemon.writer.log_errors == 0
+        assert decision_from_dict({**decision, "evidence": recorded}) == store.decision(replies[1]["decision"])
+    assert daemon.writer.logged == len(lines) == 5 and daemon.writer.log_errors == 0
 
 
 def test_decision_log_without_a_store_and_an_unwritable_log_never_stop_the_writer(tmp_path):
@@ -147,14 +152,15 @@ def test_decision_log_without_a_store_and_an_unwritable_log_never_stop_the_write
     daemon = make_daemon(tmp_path, decision_log=log, store=False)
     daemon.start()
     daemon.advise(marked())
+    assert daemon.evidence.drain(10)  # the decision's evidence follows it to the writer
     deadline = time.monotonic() + 10
-    while daemon.writer.logged < 1 and time.monotonic() < deadline:
+    while daemon.writer.logged < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     log.unlink()
     log.mkdir()  # a directory where the file was: appends fail
     daemon.advise(marked())
     daemon.stop()
-    assert (daemon.writer.logged, daemon.writer.log_errors) == (1, 1)
+    assert (daemon.writer.logged, daemon.writer.log_errors) == (2, 2)  # each: a decision and its evidence
 
 
 def serving(sock, proc) -> None:
@@ -186,4 +192,4 @@ def test_serve_takes_the_metrics_port_and_the_decision_log_from_its_environment(
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
     assert proc.returncode == 0
-    assert [json.loads(line)["id"] for line in log.read_text().splitlines()] == [reply["decision"]]
+    assert [json.loads(line).get("id") for line in log.read_text().splitlines()] == [reply["decision"], None]  # then its evidence

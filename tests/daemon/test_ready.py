@@ -13,6 +13,7 @@ import pytest
 from daemon_helpers import make_daemon, marked, refreshed
 
 from slurm_advisor.daemon.client import call
+from slurm_advisor.daemon.evidence import layouts
 from slurm_advisor.daemon.ready import key_problem, ready_path, taken_path
 from slurm_advisor.daemon.server import AdvisorServer, ServerThread
 from slurm_advisor.policies.spread import SpreadPolicy
@@ -109,12 +110,16 @@ def test_a_taken_answer_is_recorded_under_the_jobs_own_fields_and_claimed(spread
     path = ready_path(spread.config.socket)
     header2, _ = wait_for(lambda: (got := read_ready(path)) and got[0]["seen"] == 1 and got)
     assert header2["hook"] == "h1" and header2["generation"] > header["generation"]
+    assert spread.evidence.drain(10)
     spread.writer.stop()
     with Store.open(spread.config.db, create=False) as store:
         decision = store.decision(answer["id"])
     assert decision.request["name"] == "second" and decision.user_id == 1234
     assert decision.action == "place" and decision.layout == (("worker", "n3"), ("worker", "n4"))
     assert decision.extra["ready"] is True
+    # a taken answer is a decision, its evidence computed then; the answers never taken cost none
+    assert layouts(decision.evidence)["advised"]["tasks"] == [["n3", 0, 1], ["n4", 0, 1]]
+    assert spread.evidence.recorded == 2  # the request over the socket and the answer taken
 
 
 def test_a_note_queued_before_a_request_is_read_before_it_is_answered(spread):

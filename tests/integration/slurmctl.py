@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from slurm_advisor.cluster.slurm_json import expand_hostlist
+from slurm_advisor.daemon.allocation import count_ids
 from slurm_advisor.domain import Node, Resources
 from slurm_advisor.slurm.release import Release
 
@@ -39,15 +40,6 @@ def run(args: Sequence[str], timeout_s: float = 30.0) -> str:
         said = (proc.stderr.strip() or proc.stdout.strip())[-2000:]
         raise SlurmError(f"{' '.join(args)}: exit {proc.returncode}: {said}")
     return proc.stdout
-
-
-def count_ids(spec: str) -> int:
-    """How many ids a Slurm id list names ("0-5,7" -> 7)."""
-    total = 0
-    for part in filter(None, spec.split(",")):
-        lo, _, hi = part.partition("-")
-        total += int(hi or lo) - int(lo) + 1
-    return total
 
 
 def gpu_count(gres: str) -> int:

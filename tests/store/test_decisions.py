@@ -16,7 +16,10 @@ def decisions() -> list[Decision]:
     return [
         Decision("d-000000000001", T0, "advise", "place", "learned", "abc123", "resnet50", 1000,
                  {"comment": "slurm-advisor: type=resnet50 ps=1 workers=2", "num_tasks": 3},
-                 layout=(("ps", "n1"), ("worker", "n1"), ("worker", "n2")), latency_ms=0.8),
+                 layout=(("ps", "n1"), ("worker", "n1"), ("worker", "n2")), latency_ms=0.8,
+                 evidence={"v": 1, "model": "abc123", "layouts": [
+                     {"name": "advised", "tasks": [["n1", 1, 1], ["n2", 0, 1]], "predicted": 2.5},
+                     {"name": "slurm", "tasks": [["n3", 1, 2]], "predicted": 2.0}]}),
         Decision("d-000000000002", T0 + timedelta(seconds=1), "observe", "none", "learned", "abc123", "bert",
                  None, {"comment": "slurm-advisor: type=bert ps=0 workers=1"}, would=(("worker", "n4"),)),
         Decision("d-000000000003", T0 + timedelta(seconds=2), "enforce", "cap", "learned", "abc123", "vgg16",
@@ -31,6 +34,8 @@ def _exercise(store: Store) -> None:
     assert store.load_decisions(limit=1)[0].id == "d-000000000003"
     assert store.count_decisions() == 3
     assert loaded[2].nodes == ("n1", "n2") and loaded[1].nodes == ("n4",)
+    assert store.decision("d-000000000001").evidence["layouts"][1]["predicted"] == 2.0
+    assert store.decision("d-000000000002").evidence is None  # none recorded: SQL NULL, "not recorded"
 
 
 def test_sqlite_round_trip(tmp_path: Path) -> None:

@@ -36,6 +36,12 @@ def _reports_and_outcomes(store: Store) -> None:
     assert store.outcome("101").final and not store.outcome("102").final
     assert [o.job_id for o in store.load_outcomes(final=False)] == ["102"]
     assert len(store.load_outcomes()) == 2
+    # Slurm's per-node counts, read while the job ran, survive a later state that carries none
+    read = Outcome("103", "RUNNING", "d-000000000003", 900.0, 950.0, None, ("n1", "n3"), (3, 1), "scontrol show job -d")
+    store.record_outcomes([read])
+    store.record_outcomes([Outcome("103", "COMPLETED", None, 900.0, 950.0, 1300.0, ("n1", "n3"))])
+    assert store.outcome("103") == Outcome("103", "COMPLETED", "d-000000000003", 900.0, 950.0, 1300.0,
+                                           ("n1", "n3"), (3, 1), "scontrol show job -d")
 
 
 def _registry(store: Store) -> None:
@@ -68,7 +74,7 @@ def test_sqlite_reports_outcomes_registry(tmp_path: Path) -> None:
     with Store.open(str(tmp_path / "a.db")) as store:
         _reports_and_outcomes(store)
         _registry(store)
-        assert store.revision() == "0004"
+        assert store.revision() == "0005"
 
 
 def test_the_database_itself_refuses_a_second_active_model(tmp_path: Path) -> None:
@@ -86,9 +92,10 @@ def test_upgrade_from_0002_keeps_decisions_and_samples(tmp_path: Path) -> None:
     with sqlite3.connect(path) as db:
         for table in ("reports", "outcomes", "models", "model_activations"):
             db.execute(f"DROP TABLE {table}")
+        db.execute("ALTER TABLE decisions DROP COLUMN evidence")
         db.execute("UPDATE alembic_version SET version_num = '0002'")
-    with Store.open(str(path)) as store:  # opening upgrades 0002 -> 0004
-        assert store.revision() == "0004" and store.count_samples() == 2 and store.count_reports() == 0
+    with Store.open(str(path)) as store:  # opening upgrades 0002 -> 0005
+        assert store.revision() == "0005" and store.count_samples() == 2 and store.count_reports() == 0
 
 
 @pytest.mark.postgres
@@ -96,7 +103,7 @@ def test_postgres_reports_outcomes_registry(pg_url: str) -> None:
     with Store.open(pg_url) as store:
         _reports_and_outcomes(store)
         _registry(store)
-        assert store.revision() == "0004"
+        assert store.revision() == "0005"
 
 
 def test_upgrade_from_0003_records_the_promotions_so_far_as_the_history(tmp_path: Path) -> None:
@@ -107,9 +114,29 @@ def test_upgrade_from_0003_records_the_promotions_so_far_as_the_history(tmp_path
             store.register_model(ModelRecord(version, f"/m/{version}", status, promoted_at=promoted_at))
     with sqlite3.connect(path) as db:  # as a database of revision 0003 holds them: no history
         db.execute("DROP TABLE model_activations")
+        db.execute("ALTER TABLE decisions DROP COLUMN evidence")
+        db.execute("ALTER TABLE outcomes DROP COLUMN allocation")
         db.execute("UPDATE models SET promoted_at = 100.0 WHERE version = 'aaaaaaaaaaaa'")
         db.execute("UPDATE models SET promoted_at = 200.0 WHERE version = 'bbbbbbbbbbbb'")
         db.execute("UPDATE alembic_version SET version_num = '0003'")
-    with Store.open(str(path)) as store:  # opening upgrades 0003 -> 0004
+    with Store.open(str(path)) as store:  # opening upgrades 0003 -> 0005
         assert [(c.version, c.action, c.time) for c in store.model_history()] == [
             ("a" * 12, "promote", 100.0), ("b" * 12, "promote", 200.0)]
+
+
+def test_upgrade_from_0004_keeps_decisions_and_outcomes_without_evidence(tmp_path: Path) -> None:
+    """A database of revision 0004 has neither column: its rows come back "not recorded"."""
+    from test_decisions import decisions
+
+    path = tmp_path / "old.db"
+    with Store.open(str(path)) as store:
+        store.record_decisions(decisions()[1:])
+        store.record_outcomes([Outcome("101", "RUNNING", "d-000000000002", 900.0, 950.0, None, ("n4",))])
+    with sqlite3.connect(path) as db:  # as revision 0004 left it
+        db.execute("ALTER TABLE decisions DROP COLUMN evidence")
+        db.execute("ALTER TABLE outcomes DROP COLUMN allocation")
+        db.execute("UPDATE alembic_version SET version_num = '0004'")
+    with Store.open(str(path)) as store:  # opening upgrades 0004 -> 0005
+        assert store.revision() == "0005" and store.decision("d-000000000002").evidence is None
+        assert store.load_decisions() == list(reversed(decisions()[1:]))
+        assert store.outcome("101").tasks == () and store.outcome("101").tasks_from == ""

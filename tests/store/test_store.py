@@ -60,7 +60,7 @@ def test_reopen_keeps_data_and_schema(tmp_path: Path) -> None:
     with Store.open(f"sqlite:///{path}") as store:
         assert [s.speed for s in store.load_samples()] == [2.25, 3.25, 2.25]
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0004",)]
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0005",)]
         stamped = db.execute("SELECT recorded_at FROM speed_samples").fetchall()
     assert all(value for (value,) in stamped)
 
