@@ -10,7 +10,6 @@ from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
-from slurm_advisor.learned.checkpoint import DEFAULT_MODEL_DIR
 
 from slurm_advisor.advisor import Advisor
 from slurm_advisor.cli.main import cli
@@ -20,6 +19,7 @@ from slurm_advisor.daemon.state import speed_model_of
 from slurm_advisor.domain import ClusterSnapshot
 from slurm_advisor.domain.model_record import ModelRecord
 from slurm_advisor.domain.outcome import Outcome
+from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.policies.spread import SpreadPolicy
 from slurm_advisor.sim.clusterfile import default_cluster

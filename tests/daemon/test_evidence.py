@@ -3,7 +3,6 @@ feasible for the job as submitted, with the speed the deciding model predicted t
 from __future__ import annotations
 
 import pytest
-from slurm_advisor.learned.checkpoint import DEFAULT_MODEL_DIR
 
 from slurm_advisor.advisor import Advisor, allowed
 from slurm_advisor.daemon.batches import decision_line, decision_of_line
@@ -11,6 +10,7 @@ from slurm_advisor.daemon.evidence import MAX_ALTERNATIVES, layouts, node_kind, 
 from slurm_advisor.daemon.service import AdviceService, Canary, in_canary, job_from_request
 from slurm_advisor.daemon.state import speed_model_of
 from slurm_advisor.domain import ClusterSnapshot, Placement
+from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 from slurm_advisor.policies.pack import PackPolicy
 from slurm_advisor.policies.spread import SpreadPolicy
 from slurm_advisor.sim.clusterfile import default_cluster

@@ -11,12 +11,12 @@ import sys
 import time
 
 import pytest
-from slurm_advisor.learned.checkpoint import DEFAULT_MODEL_DIR
 from slurmctl import Slurm
 from test_live_path import daemons, hooked, refreshed, start  # noqa: F401 -- fixtures and helpers
 
 from slurm_advisor.daemon.allocation import SCONTROL
 from slurm_advisor.domain.model_record import ModelRecord
+from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 from slurm_advisor.store import Store
 
 pytestmark = pytest.mark.slurm
