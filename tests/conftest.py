@@ -23,6 +23,34 @@ def site_model_dir() -> Path:
     return DEFAULT_MODEL_DIR
 
 
+@pytest.fixture(scope="session")
+def other_model_dir(tmp_path_factory) -> Path:
+    """A small model directory whose speed model is not the shipped one: a site ensemble fitted on
+    speeds logged on five nodes under contention (the network untrained), for tests that need two
+    models that predict differently."""
+    from dataclasses import replace
+
+    from slurm_advisor.domain import Node
+    from slurm_advisor.experiments.experiment import record
+    from slurm_advisor.learned.hyper import Hyper
+    from slurm_advisor.learned.policy.features import FeatureSchema
+    from slurm_advisor.learned.policy.net import PolicyNet
+    from slurm_advisor.learned.speed.fit import fit_site_model
+    from slurm_advisor.speedmodels.contention import ContentionSpeedModel
+    from slurm_advisor.traces.synthetic import synthetic_jobs
+    from slurm_advisor.training import checkpoint
+
+    nodes = (Node("a1", 32, 8, 256_000, "s1"), Node("a2", 32, 8, 256_000, "s1"), Node("a3", 16, 4, 128_000, "s1"),
+             Node("b1", 32, 8, 256_000, "s2"), Node("b2", 32, 8, 256_000, "s2"))
+    hp = replace(Hyper(seed=1), speed_epochs=15, speed_hidden=16, speed_members=3)
+    samples = record(nodes, synthetic_jobs(30, seed=2, mix="large", arrival_rate_per_h=2.0),
+                     ContentionSpeedModel(), ("slurm-default", "spread"), seed=0)
+    speed, _ = fit_site_model(samples, hp)
+    schema = FeatureSchema()
+    return checkpoint.save(tmp_path_factory.mktemp("other-model"), PolicyNet(schema.node_dim, schema.global_dim, hp.hidden),
+                           speed, schema, hp, {"deploy": "network"})
+
+
 @pytest.fixture
 def cli_env(monkeypatch) -> None:
     """The `slurm-advisor` command with its subcommands registered, run in-process with no

@@ -63,7 +63,7 @@ def shadow(site) -> dict:
     return json.loads(result.output)
 
 
-def test_the_figure_is_the_same_before_and_after_a_promotion(site, site_model_dir):
+def test_the_figure_is_the_same_before_and_after_a_promotion(site, other_model_dir):
     """Six observed jobs, the advisor spreading where Slurm packed them: each counted at the
     speeds model aaa predicted when it decided. Promoting ccc, whose speed model is another one
     (it predicts these layouts otherwise), changes no row and no total."""
@@ -71,7 +71,7 @@ def test_the_figure_is_the_same_before_and_after_a_promotion(site, site_model_di
                              model_version="aaa")
     decisions = [spreader.advise(SNAPSHOT, fields(w), "observe")[1] for w in range(1, 7)]
     shutil.rmtree(site["tmp"] / "ccc")
-    shutil.copytree(site_model_dir, site["tmp"] / "ccc")
+    shutil.copytree(other_model_dir, site["tmp"] / "ccc")
     with Store.open(str(site["db"])) as store:
         store.record_decisions(decisions)
         store.record_outcomes([ran_as_modelled(d, str(600 + i)) for i, d in enumerate(decisions)])
@@ -84,7 +84,7 @@ def test_the_figure_is_the_same_before_and_after_a_promotion(site, site_model_di
     row = next(r for r in before["jobs"] if r["decision"] == first.id)
     assert row["predicted_speedup"] == pytest.approx(recorded["advised"]["predicted"] / recorded["slurm"]["predicted"])
     job = job_from_request(first.request, first.id)
-    other = speed_model_of(site_model_dir).predict(SNAPSHOT, job, placement_of(job, recorded["advised"]["tasks"]))
+    other = speed_model_of(other_model_dir).predict(SNAPSHOT, job, placement_of(job, recorded["advised"]["tasks"]))
     assert other != pytest.approx(recorded["advised"]["predicted"], rel=1e-3)  # ccc would say otherwise
     result = CliRunner().invoke(cli, ["models", "promote", "ccc", "--config", site["config"], "--force"])
     assert result.exit_code == 0, result.output
