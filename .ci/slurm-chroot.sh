@@ -13,7 +13,8 @@
 # /var/cache/slurm-advisor-chroots)/RELEASE and reused while its stamp matches this script's
 # package list. Bind-mounted at the same paths: /proc, /sys, /dev, /dev/pts, this repository, the
 # Python virtual environment ($SLURM_ADVISOR_VENV, default ./.venv) and the interpreter it was made
-# from; /etc/hosts is copied in (without it slurmctld cannot resolve the host name). The testbed's
+# from; /etc/hosts is copied in (without it slurmctld cannot resolve the host name), and the host's
+# CA bundle (pip behind a TLS-intercepting proxy). The testbed's
 # ports and directory default per release and follow SLURM_ADVISOR_TESTBED_PORT, _NODE_PORT, _DIR
 # _HOOK and _TOPOLOGY as .ci/slurm-testbed.sh does. `stop` unmounts exactly what `start` mounted (listed in
 # the chroot's run/mounts) and checks with findmnt that nothing is left. Runs as root.
@@ -150,6 +151,12 @@ python_paths() {
 
 mount_all() {
     cp /etc/hosts "$ROOT/etc/hosts"
+    # The host's trusted CAs: a machine behind a TLS-intercepting proxy (a site's, a CI sandbox's)
+    # trusts the proxy's CA, and pip in the chroot (the README's install, tested there) must too.
+    if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+        mkdir -p "$ROOT/etc/ssl/certs"
+        cp /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/certs/ca-certificates.crt"
+    fi
     mount_system
     bind "$HERE" "$ROOT$HERE"
     local venv path
