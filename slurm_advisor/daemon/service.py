@@ -212,7 +212,7 @@ class AdviceService:
         slurm = None if advice.placement is None or self.blocks is not None else \
             slurm_choice(view, job, topology=self.has_switches, release=self.release or DEFAULT)
         own = slurm is not None and self.pins and not sub.unpinnable and not sub.arbitrary and \
-            sorted(slurm.per_node()) == sorted(advice.placement.per_node())
+            same_layout(slurm, advice.placement)
         placement, reason = (advice.placement, "") if own else self._expressed(view, job, advice, sub)
         layout = _layout(placement)
         action = "observe" if own else self._action(mode, placement, advice, snapshot, job)
@@ -365,7 +365,12 @@ def slurms_choice(snapshot: ClusterSnapshot, job: Job, placement: Placement, *, 
     tasks, GPUs or memory per node, or asks for whole, contiguous nodes or few switches; it is then
     pinned where the pin honours it."""
     slurm = slurm_choice(snapshot, job, topology=topology, release=release)
-    return slurm is not None and sorted(slurm.per_node()) == sorted(placement.per_node())
+    return slurm is not None and same_layout(slurm, placement)
+
+
+def same_layout(a: Placement, b: Placement) -> bool:
+    """The same tasks of each role on the same nodes (the order of the tasks aside)."""
+    return sorted(a.per_node()) == sorted(b.per_node())
 
 
 def _honoured(snapshot: ClusterSnapshot, job: Job, placement: Placement | None) -> tuple[Placement | None, str]:

@@ -44,10 +44,6 @@ class ModelMeta:
     speed_vocab: TypeVocab          # the site model's own vocabulary
     speed_resid: int                # the site model's residual inputs
     speed_members: int
-    deployment: Deployment
-    # what `learned-fast` deploys where ``deployment`` is the search: the gate's pick without it
-    # (a model trained before that was recorded: its plain teacher)
-    fast_deployment: Deployment
 
 
 def write(directory: Path, schema: FeatureSchema, hyper: Hyper, speed: dict, report: dict) -> Path:
@@ -89,11 +85,13 @@ def read(directory: Path, baselines: Collection[str] | None = None) -> ModelMeta
     _deployment(meta_path, meta, baselines)
     vocab = _speed_vocab(meta_path, meta)
     resid = _speed_resid(meta_path, meta)
-    return ModelMeta(meta, schema, hyper, vocab, resid, meta["speed_members"], *deployments(meta))
+    return ModelMeta(meta, schema, hyper, vocab, resid, meta["speed_members"])
 
 
 def deployments(meta: dict) -> tuple[Deployment, Deployment]:
-    """(deployment, fast deployment) of a validated record (``ModelMeta.meta``)."""
+    """(deployment, fast deployment) of a validated record (``ModelMeta.meta``): what the model
+    serves as, and what `learned-fast` serves where that is the search (the gate's pick without
+    it; a model trained before that was recorded: its plain teacher)."""
     deployed = Deployment(meta.get("deploy", "network"), float(meta.get("patience", 0.0)))
     if deployed.deploy != "search":
         return deployed, deployed

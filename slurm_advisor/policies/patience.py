@@ -44,6 +44,8 @@ PATIENCE_LEVELS = (0.0, 0.3, 0.5, 0.7, 0.85)
 class PatientPolicy:
     def __init__(self, inner: Policy, speed: SpeedPredictor, patience: float):
         self.inner, self.speed, self.patience = inner, speed, patience
+        # asked once: a runtime protocol check walks the class's attributes, too slow per candidate
+        self._predicts_after = isinstance(speed, SpeedEnsemble)
         self.name = inner.name
         self._alone: dict[tuple, tuple[float, int]] = {}
         self._empty_choice: dict[tuple, Placement | None] = {}  # job shape -> Slurm's choice on the empty cluster
@@ -161,7 +163,7 @@ class PatientPolicy:
 
     def _speed_after(self, snapshot: ClusterSnapshot, job: Job, placement: Placement,
                      gone: list[RunningJob]) -> float:
-        if isinstance(self.speed, SpeedEnsemble):
+        if self._predicts_after:
             return self.speed.predict_after(snapshot, job, placement, gone)
         later = snapshot  # any other predictor: the snapshot itself, without the ended jobs
         for rj in gone:
