@@ -65,8 +65,9 @@ def page(name: str, script: Path, stamp: dict, printed: str) -> str:
 
 
 def _verdict(status: int) -> list[str]:
-    return [] if status == 0 else [f"- exit status: {status} (the benchmark's own verdict: a target it checks "
-                                   "was not met; see the table)"]
+    if status == 0:
+        return []
+    return [f"- exit status: {status} (the benchmark's own verdict: a target it checks was not met; see the table)"]
 
 
 def index() -> Path:

@@ -45,8 +45,8 @@ def simulate(cluster, trace, speed_model, policies, model_dir, record_to, sample
     from slurm_advisor.cli.inputs import read_inputs
     from slurm_advisor.cli.output import replaced_whole
     from slurm_advisor.sim.floor import floor_avg_jct
-    from slurm_advisor.sim.report import plot_jct_cdf, summaries, table
     from slurm_advisor.sim.runner import compare
+    from slurm_advisor.sim.tables import plot_jct_cdf, summaries, table
     from slurm_advisor.speedmodels import load_speed_model
 
     names = parse_policies(policies)
