@@ -9,7 +9,9 @@ This is the harness that says how far apart the two paths are, per seed and trut
   every task gets the largest of the PS and worker demands; limits in whole minutes);
 - ``sim as served``: the same as ``simulate --served-as MODE``: in advise mode a hold is left
   to Slurm (the hook cannot delay a job); in enforce mode it is a node-count cap the job pends
-  under, started by Slurm's own rule within it (the policy is not asked again);
+  under, started by Slurm's own rule within it (the policy is not asked again); in both the
+  policy decides a job once (one it leaves to Slurm starts by Slurm's own rule) and a pin runs
+  with the tasks per node Slurm gives it;
 - ``loop``: the daemon's path (hook fields, claims, pins, caps, releases, the layouts it can
   express), on the as-submitted trace;
 - ``same nodes``, ``same start``: job by job, the share of the jobs whose node set (whose start)
@@ -75,7 +77,7 @@ def one(nodes, truth_name: str, seed: int, jobs_n: int, model: Path, mode: str) 
         loop = Loop(nodes, truth, str(Path(work) / "loop.db"), Path(work) / "models",
                     LoopSettings(mode=mode, retrain=False, model=model))
         cycle = loop.run([trace])[0]
-        row.update({f"jobs_{k}": v for k, v in agreement(recorded(str(Path(work) / "loop.db")), served_jobs).items()})
+        row["per_job"] = agreement(recorded(str(Path(work) / "loop.db")), served_jobs)  # jobs, same_nodes, same_start
     row["loop"] = round(cycle["avg_jct"] / cycle["slurm_default_avg_jct"], 3)
     row["loop_outcomes_missing"] = cycle["advised"] - cycle["outcomes"]
     row["loop_slurm_chose"] = cycle["slurm_chose"]
@@ -105,7 +107,7 @@ def main(argv=None) -> int:
             print(f"{truth:<13} {seed:>4} {row['sim']:>6.3f} {row['sim_as_submitted']:>11.3f} "
                   f"{row['sim_as_submitted_holds']:>5} {row['sim_as_served']:>9.3f} {row['loop']:>6.3f} "
                   f"{row['loop_over_sim_as_submitted']:>8.3f} {row['loop_over_sim_as_served']:>11.3f} "
-                  f"{row['jobs_same_nodes']:>10.3f} {row['jobs_same_start']:>10.3f} "
+                  f"{row['per_job']['same_nodes']:>10.3f} {row['per_job']['same_start']:>10.3f} "
                   f"{row['loop_outcomes_missing']:>10}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"model": str(args.model), "cluster": "embedded default", "mode": args.mode,
