@@ -33,7 +33,8 @@ decision per task, and only at interval starts. Jobs are never migrated in eithe
 
 **Protocol** (as ``placement_quality.py`` and ``load_sweep.py``): speeds are logged while the
 site's current policies run the training trace (seed 311) and apart on a judge trace (seed 312);
-the learned policy is trained on them (two rounds, the retraining cron's) and every policy runs
+the learned policy is trained on them once (figures before 2026-12-08 had a second, in-process
+round; the loop is ``closed_loop.py``'s) and every policy runs
 five fresh test traces (seeds 301-305; no other benchmark uses these seeds; first looked at
 2026-12-01) under each ground truth: ``contention``, ``gavel``, ``pollux`` and the frozen
 held-out ``benchmarks/truths/site_holdout.py`` (there, the types get parameters derived from a
@@ -58,7 +59,6 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -148,7 +148,7 @@ def baselines() -> list[str]:
     return [b for b in REFERENCE + HARMONY_BASELINES if b in POLICIES]
 
 
-def run_setting(nodes, truth, raw: tuple, hp: Hyper, ablations: dict | None, log, rounds: int = 2) -> dict:
+def run_setting(nodes, truth, raw: tuple, hp: Hyper, ablations: dict | None, log) -> dict:
     """Train on the training trace, then every baseline and trained variant on each test trace."""
     interval = interval_for(at_offered_load(raw[0], nodes, truth, OFFERED_LOAD))
     prepare = lambda jobs: at_interval_starts(at_offered_load(jobs, nodes, truth, OFFERED_LOAD), interval)
@@ -157,7 +157,7 @@ def run_setting(nodes, truth, raw: tuple, hp: Hyper, ablations: dict | None, log
     started, cpu = time.time(), time.process_time()
     with tempfile.TemporaryDirectory() as work:
         res = run_experiment(nodes, train_jobs, tests[0], truth, Path(work), hp, judge_jobs=judge_jobs,
-                             baselines=baselines(), ablations=ablations, seed=hp.seed, log=log, rounds=rounds)
+                             baselines=baselines(), ablations=ablations, seed=hp.seed, log=log)
         by_trace = [res.results] + [evaluate(nodes, jobs, truth, baselines(), res.models, hp.seed)
                                     for jobs in tests[1:]]
     return {"avg_jct_by_test_trace": {k: [r[k].summary()["avg_jct"] for r in by_trace] for k in res.results},
@@ -255,22 +255,21 @@ def main(argv=None) -> int:
     raw = lambda share=0.0: (harmony_jobs(n, TRAIN_SEED, share), harmony_jobs(n, JUDGE_SEED, share),
                              [harmony_jobs(n, s, share) for s in TEST_SEEDS[:tests]])
     one_switch = harmony_nodes(1)
-    setting = partial(run_setting, rounds=1 if args.quick else 2)  # quick: one training round
     out: dict = {"cluster": "6 x (2 GPU, 8 CPU, 64 GB)", "batch": BATCH, "offered_load": OFFERED_LOAD,
                  "jobs_per_trace": n, "stand_ins": STAND_INS, "baselines": baselines(), "hyper": hp.to_dict(),
                  "settings": {}, "ablations": {}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for key, truth in truths(only).items():
         no_holding = {"no-holding": Ablation(holding=False)} if key == "contention" and not args.no_ablations else None
-        out["settings"][key] = setting(one_switch, truth, raw(), hp, no_holding, log(key))
+        out["settings"][key] = run_setting(one_switch, truth, raw(), hp, no_holding, log(key))
         print_main({key: out["settings"][key]})
         args.out.write_text(json.dumps(out, indent=2))
     base = out["settings"].get("contention")
     if base and not args.no_ablations:
         truth = load_speed_model("contention")
         variants = {"harmony (6 servers, 1 switch)": base,
-                    "2 switches (3 + 3)": setting(harmony_nodes(2), truth, raw(), hp, None, log("2 switches")),
-                    "half all-reduce": setting(one_switch, truth, raw(0.5), hp, None, log("all-reduce"))}
+                    "2 switches (3 + 3)": run_setting(harmony_nodes(2), truth, raw(), hp, None, log("2 switches")),
+                    "half all-reduce": run_setting(one_switch, truth, raw(0.5), hp, None, log("all-reduce"))}
         rows = {name: ablation_row(s, "learned") for name, s in variants.items()}
         rows["no holding"] = ablation_row(base, "no-holding")
         shipped = any_size(one_switch, truth, raw()[0], raw()[2], hp.seed)

@@ -63,7 +63,7 @@ def run_demo(config: DemoConfig, model_dir: Path, log: Callable[[str], None] = p
         f"{config.jobs} judge and {config.jobs} test jobs ({MIX} mix, offered load {OFFERED_LOAD}); ground truth: {TRUTH}")
     log(f"then {hp.rl_episodes} RL episodes of {hp.episode_jobs} jobs and the comparison: a few minutes")
     result = run_experiment(nodes, train_jobs, test_jobs, truth, model_dir, hp, judge_jobs=judge_jobs,
-                            baselines=BASELINES, seed=config.seed, log=log, rounds=1)
+                            baselines=BASELINES, seed=config.seed, log=log)
     return DemoResult(config, nodes, hp, result)
 
 

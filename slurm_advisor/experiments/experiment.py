@@ -7,8 +7,10 @@
 2. Fit the speed model on the training samples and train the policy (rewards from the fitted model).
 3. Run every policy on a *different* test trace under the ground truth, side by side.
 The speed model's error is also measured on samples from the test trace: placements and jobs
-it never saw. With several rounds, step 2 repeats after the trained policy's own placements
-were logged, as the retraining cron does on a live cluster.
+it never saw. One training, as Harmony's evaluation has it: the production loop (serve, log the
+policy's own placements, retrain, promote only past the gate) is ``slurm_advisor.loop``
+(``slurm-advisor loop``, ``benchmarks/closed_loop.py``), through the real daemon; this module
+does not repeat it in-process.
 """
 from __future__ import annotations
 
@@ -55,32 +57,21 @@ def record(nodes: Sequence[Node], jobs: Sequence[Job], truth: SpeedModel, polici
 def run_experiment(nodes: Sequence[Node], train_jobs: Sequence[Job], test_jobs: Sequence[Job],
                    truth: SpeedModel, workdir: Path, hp: Hyper, *, judge_jobs: Sequence[Job],
                    baselines: Sequence[str], ablations: dict[str, Ablation] | None = None, seed: int = 0,
-                   log=print, max_samples: int = 30000, rounds: int = 2) -> ExperimentResult:
+                   log=print, max_samples: int = 30000) -> ExperimentResult:
     """``judge_jobs``: the trace whose logged speeds the judge is fitted on (no job of the
-    training or test traces). ``rounds`` > 1 runs the production loop: the trained policy runs
-    the training trace (as it would run live), its logged speeds join the store, and the model
-    is retrained on all of them. A policy trained against a fitted model finds where that model
-    is wrong; logging its own placements is what corrects the model there. The judge's samples
-    grow the same way, from the policy's run of the judge trace."""
-    base = _thin(record(nodes, train_jobs, truth, RECORD_POLICIES, seed), max_samples)
-    judge_base = _thin(record(nodes, judge_jobs, truth, RECORD_POLICIES, seed + JUDGE_SEED_OFFSET), max_samples)
+    training or test traces). Each variant (``learned`` and the ``ablations``) is trained once
+    on the same samples."""
+    samples = _thin(record(nodes, train_jobs, truth, RECORD_POLICIES, seed), max_samples)
+    judge_samples = _thin(record(nodes, judge_jobs, truth, RECORD_POLICIES, seed + JUDGE_SEED_OFFSET), max_samples)
     unseen = record(nodes, test_jobs, truth, ("slurm-default", "random"), seed + 100)
     variants = {"learned": Ablation(), **(ablations or {})}
     models, seconds, deployed, validation = {}, {}, {}, {}
-    report, samples = None, base
+    report = None
     for name, ablation in variants.items():
-        samples, judge_samples, seconds[name] = list(base), list(judge_base), 0.0
-        for r in range(rounds):
-            log(f"training {name} (round {r + 1}/{rounds}) on {len(samples)} samples, "
-                f"judge on {len(judge_samples)} others")
-            report = train(samples, nodes, train_jobs, hp, ablation, log=log, judge_samples=judge_samples)
-            models[name] = _save(Path(workdir) / name, report, ablation, hp, len(samples), r + 1)
-            seconds[name] += report.seconds
-            if r + 1 < rounds:
-                samples += _thin(record(nodes, train_jobs, truth, ["learned"], seed + 10 + r, model_dir=models[name]),
-                                 max_samples // 2)
-                judge_samples += _thin(record(nodes, judge_jobs, truth, ["learned"], seed + JUDGE_SEED_OFFSET + 10 + r,
-                                              model_dir=models[name]), max_samples // 2)
+        log(f"training {name} on {len(samples)} samples, judge on {len(judge_samples)} others")
+        report = train(samples, nodes, train_jobs, hp, ablation, log=log, judge_samples=judge_samples)
+        models[name] = _save(Path(workdir) / name, report, ablation, hp, len(samples))
+        seconds[name] = report.seconds
         deployed[name] = report.deploy + (f" (patience {report.patience})" if report.patience else "")
         validation[name] = {"network": report.best_validation_jct,
                             "teacher": report.teacher_scores[report.teacher],
@@ -112,8 +103,8 @@ def _thin(samples: list[SpeedSample], most: int) -> list[SpeedSample]:
     return samples[:: len(samples) // most + 1] if len(samples) > most else samples
 
 
-def _save(directory: Path, report, ablation: Ablation, hp: Hyper, n_samples: int, rounds: int) -> Path:
-    meta = {"ablation": vars(ablation), "rounds": rounds, **report.deployment_meta(),
+def _save(directory: Path, report, ablation: Ablation, hp: Hyper, n_samples: int) -> Path:
+    meta = {"ablation": vars(ablation), **report.deployment_meta(),
             "speed_model": {"holdout_mape": report.speed_metrics["holdout_mape"], "samples": n_samples},
             "curve": report.curve}
     return checkpoint.save(directory, report.policy, report.speed, report.schema, hp, meta,
