@@ -208,15 +208,19 @@ def _reconcile_default(store, models_dir: Path, log) -> None:
 
 
 def _train(split: SampleSplit, nodes, jobs, settings: RetrainSettings, active_dir: Path | None, log, progress):
-    """Training's own choice of what the model deploys is judged as the gate judges the model
-    (``settings.holds``: enforce mode, else advise mode)."""
+    """In advise mode (``settings.holds`` False) training's own choice of what the model deploys
+    is judged as the daemon serves it, every hold left to Slurm, as the gate judges the model: a
+    candidate must not be chosen for holds that are never served. In enforce mode a hold is
+    served (as a node-count cap) and training keeps the simulator's holds: judging its choice
+    with caps instead was tried and lost in the quickstart's loop (cycle 3 0.819x slurm-default
+    against 0.657x, one run; docs/results.md, "The loop on a truth nobody saw, again")."""
     from slurm_advisor.training.train import train
 
     init, hp = _warm_start(active_dir, settings.hyper, log)
     show = sys.stderr.isatty() if progress is None else progress
     with tqdm(total=hp.rl_episodes, desc="RL episodes", disable=not show, file=sys.stderr) as bar:
         report = train(split.train, nodes, jobs, hp, log=log, bar=bar, init_policy=init,
-                       served="enforce" if settings.holds else "advise")
+                       served=None if settings.holds else "advise")
     return report, hp
 
 

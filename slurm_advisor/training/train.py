@@ -203,10 +203,10 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
     errors (``TrainReport.judge`` says which judge decided). ``init_policy``: fine-tune this
     network (same schema and width; ``retrain`` passes the active model's) instead of imitating
     the teacher from random weights; its weights are copied, not changed. ``served``: how the
-    daemon will serve the model's holds (``SERVED``; retrain passes its mode): the deployment
-    candidates (patience levels, the search) are replayed so, since a hold that advise mode
-    leaves to Slurm buys nothing there, and a candidate chosen for its holds would ship a policy
-    judged on what it cannot do."""
+    daemon will serve the model's holds (``SERVED``; retrain passes "advise" in advise mode):
+    the deployment candidates (patience levels, the search) are replayed so, since a hold that
+    advise mode leaves to Slurm buys nothing there, and a candidate chosen for its holds would
+    ship a policy judged on what it cannot do."""
     ablation = ablation or Ablation()
     started = time.time()
     # Small networks and minibatches: extra threads only add overhead (and set once, here, at
