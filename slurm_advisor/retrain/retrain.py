@@ -135,7 +135,7 @@ def _retrain(store, models_dir: Path, nodes, settings: RetrainSettings, split: S
             "job_lengths": mix.lengths, "skipped_decisions": mix.skipped, **read}
     log(f"retrain: {data['train']['samples']} samples to train on, {data['holdout']['samples']} held out, "
         f"{len(mix.jobs)} jobs in the mix, active model: {active.version if active else 'none (slurm-default)'}")
-    report, hp = _train(split, nodes, mix.jobs, settings, active_dir, log, progress)
+    report, hp = _train(split, nodes, mix.jobs, settings.hyper, active_dir, log, progress)
     candidate, existed = _write_candidate(models_dir, report, hp, data, active)
     if existed and store.model(candidate) is not None:
         return RetrainResult(RetrainExit.KEPT, f"the candidate is identical to the registered model {candidate}",
@@ -207,20 +207,13 @@ def _reconcile_default(store, models_dir: Path, log) -> None:
         log(f"repaired {models_dir / versions.ACTIVE} -> {versions.DEFAULT} (the registry's rollback)")
 
 
-def _train(split: SampleSplit, nodes, jobs, settings: RetrainSettings, active_dir: Path | None, log, progress):
-    """In advise mode (``settings.holds`` False) training's own choice of what the model deploys
-    is judged as the daemon serves it, every hold left to Slurm, as the gate judges the model: a
-    candidate must not be chosen for holds that are never served. In enforce mode a hold is
-    served (as a node-count cap) and training keeps the simulator's holds: judging its choice
-    with caps instead was tried and lost in the quickstart's loop (cycle 3 0.819x slurm-default
-    against 0.657x, one run; docs/results.md, "The loop on a truth nobody saw, again")."""
+def _train(split: SampleSplit, nodes, jobs, hp: Hyper, active_dir: Path | None, log, progress):
     from slurm_advisor.training.train import train
 
-    init, hp = _warm_start(active_dir, settings.hyper, log)
+    init, hp = _warm_start(active_dir, hp, log)
     show = sys.stderr.isatty() if progress is None else progress
     with tqdm(total=hp.rl_episodes, desc="RL episodes", disable=not show, file=sys.stderr) as bar:
-        report = train(split.train, nodes, jobs, hp, log=log, bar=bar, init_policy=init,
-                       served=None if settings.holds else "advise")
+        report = train(split.train, nodes, jobs, hp, log=log, bar=bar, init_policy=init)
     return report, hp
 
 

@@ -85,7 +85,6 @@ class TrainReport:
     judge: str = ""  # what the judge was fitted on
     # the `lif` baseline's pairwise interference, fitted on the same samples (saved beside the model)
     lif_profile: InterferenceProfile = field(default_factory=InterferenceProfile)
-    served: str | None = None  # how the candidates were replayed: as the daemon will serve holds (SERVED)
 
     @property
     def chosen(self) -> tuple[str, float]:
@@ -144,11 +143,9 @@ def validation_traces(jobs: Sequence[Job], stress_rate: float) -> list[list[Job]
     return [list(jobs), [replace(j, submit_time=j.submit_time / stress_rate) for j in jobs]]
 
 
-def replay(nodes, traces: Sequence[list[Job]], make: Callable[[], Policy], speed, seed: int,
-           served: str | None = None) -> tuple[float, ...]:
-    """Avg JCT of a fresh policy from ``make`` on each trace under ``speed``, served as ``served``
-    (``simulate``)."""
-    return tuple(avg_jct(simulate(nodes, jobs, make(), speed, seed, served=served)) for jobs in traces)
+def replay(nodes, traces: Sequence[list[Job]], make: Callable[[], Policy], speed, seed: int) -> tuple[float, ...]:
+    """Avg JCT of a fresh policy from ``make`` on each trace under ``speed``."""
+    return tuple(avg_jct(simulate(nodes, jobs, make(), speed, seed)) for jobs in traces)
 
 
 def window(jobs: Sequence[Job], start: int, n: int) -> list[Job]:
@@ -158,16 +155,8 @@ def window(jobs: Sequence[Job], start: int, n: int) -> list[Job]:
     return [replace(j, submit_time=j.submit_time - t0) for j in part]
 
 
-#: How the daemon serves a model's holds (``RetrainSettings.holds``): None, the simulator's own
-#: (a held job waits and is decided again); "advise" (a hold is left to Slurm, which starts the job
-#: where it fits); "enforce" (a hold is a node-count cap Slurm keeps). ``Advisor`` plays each.
-SERVED = (None, "advise", "enforce")
-
-
-def simulate(nodes, jobs, policy: Policy, truth, seed: int, log_progress: bool = False, served: str | None = None):
-    if served not in SERVED:
-        raise ValueError(f"served must be one of {SERVED}, not {served!r}")
-    advisor = Advisor(policy, fallback=SlurmDefaultPolicy(), holds=served != "advise", caps=served == "enforce")
+def simulate(nodes, jobs, policy: Policy, truth, seed: int, log_progress: bool = False):
+    advisor = Advisor(policy, fallback=SlurmDefaultPolicy())
     return Simulation(nodes, jobs, advisor, truth, seed=seed, log_progress=log_progress,
                       isolated=_isolated(truth, nodes)).run()
 
@@ -195,18 +184,13 @@ def avg_jct(result) -> float:
 
 def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[Job], hp: Hyper,
           ablation: Ablation | None = None, log: Callable[[str], None] = print, bar=None,
-          judge_samples: Sequence[SpeedSample] | None = None, init_policy: PolicyNet | None = None,
-          served: str | None = None) -> TrainReport:
+          judge_samples: Sequence[SpeedSample] | None = None, init_policy: PolicyNet | None = None) -> TrainReport:
     """``judge_samples``: speeds logged apart from ``samples`` (other jobs, other runs) on which
     the promotion gate's judge is fitted. Without them the judge is refitted on ``samples`` with
     another seed and held-out split: it shares the fitted model's data, so it shares more of its
     errors (``TrainReport.judge`` says which judge decided). ``init_policy``: fine-tune this
     network (same schema and width; ``retrain`` passes the active model's) instead of imitating
-    the teacher from random weights; its weights are copied, not changed. ``served``: how the
-    daemon will serve the model's holds (``SERVED``; retrain passes "advise" in advise mode):
-    the deployment candidates (patience levels, the search) are replayed so, since a hold that
-    advise mode leaves to Slurm buys nothing there, and a candidate chosen for its holds would
-    ship a policy judged on what it cannot do."""
+    the teacher from random weights; its weights are copied, not changed."""
     ablation = ablation or Ablation()
     started = time.time()
     # Small networks and minibatches: extra threads only add overhead (and set once, here, at
@@ -229,7 +213,7 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
     if init_policy is not None:
         net.load_state_dict(init_policy.state_dict())
         log("warm start: fine-tuning the given policy (no imitation)")
-    report = TrainReport(net, fitted, schema, speed_metrics, teacher, scores, served=served)
+    report = TrainReport(net, fitted, schema, speed_metrics, teacher, scores)
     report.lif_profile = fit_profile(samples)
     episodes = _Episodes(nodes, jobs, fitted, schema, hp, rng)
     if ablation.network:
@@ -265,7 +249,7 @@ def _gate(report: TrainReport, samples: Sequence[SpeedSample], judge_samples: Se
     report.judge = _judge_source(samples, judge_samples)
     judge = fitted(judge_samples or samples, hp, TRAINING_SEED_OFFSET).model
     judged = functools.partial(_judged, report.policy, report.speed, judge, nodes, validation, report.schema, hp,
-                               report.lif_profile, report.served)
+                               report.lif_profile)
     report.judge_scores = {"chosen": judged(report.chosen),
                            "teacher": replay(nodes, validation, lambda: make_policy(report.teacher), judge, hp.seed)}
     report.deploy, report.patience = report.promotion(hp.promote_margin)
@@ -316,11 +300,11 @@ def _with_patience(net, teacher: str, report: TrainReport, fitted, nodes, valida
             else:
                 out[(proposer, patience)] = replay(
                     nodes, validation, lambda p=proposer, k=patience: deployable(net, schema, p, k, fitted),
-                    fitted, hp.seed, report.served)
+                    fitted, hp.seed)
     if "network" in proposers and any(levels):
         out[("search", 0.0)] = replay(
             nodes, validation, lambda: deployable(net, schema, "search", 0.0, fitted, report.lif_profile),
-            fitted, hp.seed, report.served)
+            fitted, hp.seed)
     return out
 
 
@@ -331,12 +315,10 @@ def _judge_source(samples: Sequence[SpeedSample], judge_samples: Sequence[SpeedS
 
 
 def _judged(net: PolicyNet, fitted, judge, nodes, validation: list[list[Job]], schema: FeatureSchema, hp: Hyper,
-            lif_profile: InterferenceProfile | None, served: str | None,
-            candidate: tuple[str, float]) -> tuple[float, ...]:
+            lif_profile: InterferenceProfile | None, candidate: tuple[str, float]) -> tuple[float, ...]:
     """A candidate's avg JCTs on the validation traces under the ``judge`` model. It still holds
-    jobs by the *fitted* model's predictions, as deployed, and as ``served``."""
-    return replay(nodes, validation, lambda: deployable(net, schema, *candidate, fitted, lif_profile), judge, hp.seed,
-                  served)
+    jobs by the *fitted* model's predictions, as deployed."""
+    return replay(nodes, validation, lambda: deployable(net, schema, *candidate, fitted, lif_profile), judge, hp.seed)
 
 
 def pick_teacher(scores: dict[str, Sequence[float]], margin: float = 0.02) -> str:

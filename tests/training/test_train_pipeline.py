@@ -170,51 +170,6 @@ def test_holding_only_trains_no_network(samples, small_nodes, small_jobs) -> Non
     assert report.deploy == report.teacher and report.deploy != "network"
 
 
-def test_in_advise_mode_holding_is_judged_as_left_to_slurm(samples, small_nodes, small_jobs) -> None:
-    """Served in advise mode (retrain's gate judges so), a hold buys nothing: Slurm starts the job
-    where it fits. So slurm-default at any patience replays exactly as slurm-default, and a
-    candidate cannot win on holds the daemon will not serve."""
-    report = train(samples, small_nodes, small_jobs, HP, Ablation(network=False), log=lambda _: None,
-                   served="advise")
-    assert report.served == "advise" and report.teacher == "slurm-default"
-    assert len(report.candidates) > 1
-    for (proposer, patience), jcts in report.candidates.items():
-        assert jcts == report.teacher_scores["slurm-default"], (proposer, patience)
-    assert report.deploy == "slurm-default" and report.patience == 0.0
-
-
-def test_how_holds_are_served_decides_a_holding_policys_replay(small_nodes, small_jobs, truth) -> None:
-    from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
-    from slurm_advisor.training.train import replay
-
-    traces = [list(small_jobs)]
-    slurm = replay(small_nodes, traces, SlurmDefaultPolicy, truth, 0)
-    assert replay(small_nodes, traces, _HoldsWhileBusy, truth, 0, "advise") == slurm  # every hold left to Slurm
-    assert replay(small_nodes, traces, _HoldsWhileBusy, truth, 0) != slurm  # the simulator's holds: jobs wait
-    assert replay(small_nodes, traces, _HoldsWhileBusy, truth, 0, "enforce") != slurm  # a 1-node cap
-    with pytest.raises(ValueError, match="served must be one of"):
-        replay(small_nodes, traces, _HoldsWhileBusy, truth, 0, "observe")
-
-
-class _HoldsWhileBusy:
-    """Slurm's own choice on an idle cluster; while any job runs, a hold for one node."""
-
-    name = "holds-while-busy"
-
-    def __init__(self) -> None:
-        from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
-
-        self.inner = SlurmDefaultPolicy()
-
-    def place(self, snapshot, job, rng):
-        from slurm_advisor.policies.base import Hold
-
-        return Hold("busy", max_nodes=1) if snapshot.running else self.inner.place(snapshot, job, rng)
-
-    def score_nodes(self, snapshot, job):
-        return {}
-
-
 def test_window_shifts_submit_times_to_zero(small_jobs) -> None:
     part = window(small_jobs, 5, 10)
     assert [j.id for j in part] == [j.id for j in small_jobs[5:15]]
