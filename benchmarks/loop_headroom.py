@@ -16,7 +16,11 @@ is run by:
 - ``oracle``: the myopic reference (``policies/oracle.py``).
 
     python benchmarks/loop_headroom.py --truth benchmarks/truths/sockets.py:SocketSpeeds \
-        [--seeds 71,72,73] [--jobs 120] [--fit-traces 1,2] [--out ...]
+        [--seeds 71,72,73] [--jobs 120] [--fit-traces 171,172] [--rows ...] [--out ...]
+
+Rows (``--rows``, comma-separated): slurm-default, true-advise, true-advise-nohold (the search
+without its hold candidate), true-enforce, true-wide, fitted-advise, fitted-advise-nohold,
+fitted-enforce, oracle. Each prints how many of its decisions left Slurm's choice.
 
 Prints avg JCT (h) per trace and its ratio to slurm-default; writes JSON. One simulation per
 cell, sim seed 0: the policies are deterministic given the trace, so the noise is the traces'.
