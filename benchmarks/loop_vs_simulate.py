@@ -9,9 +9,15 @@ This is the harness that says how far apart the two paths are, per seed and trut
   every task gets the largest of the PS and worker demands; limits in whole minutes);
 - ``sim as served``: the same as ``simulate --served-as MODE``: in advise mode a hold is left
   to Slurm (the hook cannot delay a job); in enforce mode it is a node-count cap the job pends
-  under, started by Slurm's own rule within it (the policy is not asked again);
+  under, started by Slurm's own rule within it (the policy is not asked again); in both the
+  policy decides a job once (one it leaves to Slurm starts by Slurm's own rule) and a pin runs
+  with the tasks per node Slurm gives it;
 - ``loop``: the daemon's path (hook fields, claims, pins, caps, releases, the layouts it can
-  express), on the as-submitted trace.
+  express), on the as-submitted trace;
+- ``same nodes``, ``same start``: job by job, the share of the jobs whose node set (whose start)
+  is the same in the loop, as the daemon recorded it from the queue, and in ``sim as served``
+  (``slurm_advisor/loop/agreement.py``). Every placement either path runs is one the live path
+  can express (``sim as served`` plays a pin as Slurm lays it out), so no job is left out.
 
 Each avg JCT is over slurm-default's on the same jobs in the same path. The model is the
 packaged default (trained by the demo on the embedded 8x8 cluster); ``--model`` takes another.
@@ -30,6 +36,7 @@ import time
 from pathlib import Path
 
 from slurm_advisor.experiments.demo import loaded_trace
+from slurm_advisor.loop.agreement import agreement, recorded, simulated
 from slurm_advisor.loop.driver import Loop, LoopSettings
 from slurm_advisor.loop.hook import as_submitted
 from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
@@ -62,14 +69,15 @@ def one(nodes, truth_name: str, seed: int, jobs_n: int, model: Path, mode: str) 
         (learned, holds), (base, _) = avg_jct(nodes, jobs, "learned", truth, model, 0), \
             avg_jct(nodes, jobs, "slurm-default", truth, model, 0)
         row[name], row[f"{name}_holds"] = round(learned / base, 3), holds
-    (served, _), (base, _) = avg_jct(nodes, submitted, "learned", truth, model, 0, holds=mode == "enforce",
-                                caps=mode == "enforce"), \
-        avg_jct(nodes, submitted, "slurm-default", truth, model, 0)
-    row["sim_as_served"] = round(served / base, 3)  # simulate --served-as MODE
+    served, served_jobs = simulated(nodes, submitted, build_advisor("learned", truth, model, holds=mode == "enforce",
+                                                                    caps=mode == "enforce"), truth)
+    base, _ = avg_jct(nodes, submitted, "slurm-default", truth, model, 0)
+    row["sim_as_served"] = round(float(served.summary()["avg_jct"]) / base, 3)  # simulate --served-as MODE
     with tempfile.TemporaryDirectory(prefix="loop-vs-sim-") as work:
         loop = Loop(nodes, truth, str(Path(work) / "loop.db"), Path(work) / "models",
                     LoopSettings(mode=mode, retrain=False, model=model))
         cycle = loop.run([trace])[0]
+        row["per_job"] = agreement(recorded(str(Path(work) / "loop.db")), served_jobs)  # jobs, same_nodes, same_start
     row["loop"] = round(cycle["avg_jct"] / cycle["slurm_default_avg_jct"], 3)
     row["loop_outcomes_missing"] = cycle["advised"] - cycle["outcomes"]
     row["loop_slurm_chose"] = cycle["slurm_chose"]
@@ -91,7 +99,7 @@ def main(argv=None) -> int:
     nodes = default_cluster()
     rows, started = [], time.time()
     print(f"{'truth':<13} {'seed':>4} {'sim':>6} {'sim as sub.':>11} {'holds':>5} {'as served':>9} {'loop':>6} "
-          f"{'loop/sim':>8} {'loop/served':>11} {'no outcome':>10}")
+          f"{'loop/sim':>8} {'loop/served':>11} {'same nodes':>10} {'same start':>10} {'no outcome':>10}")
     for truth in args.truths.split(","):
         for seed in map(int, args.seeds.split(",")):
             row = one(nodes, truth, seed, args.jobs, args.model, args.mode)
@@ -99,6 +107,7 @@ def main(argv=None) -> int:
             print(f"{truth:<13} {seed:>4} {row['sim']:>6.3f} {row['sim_as_submitted']:>11.3f} "
                   f"{row['sim_as_submitted_holds']:>5} {row['sim_as_served']:>9.3f} {row['loop']:>6.3f} "
                   f"{row['loop_over_sim_as_submitted']:>8.3f} {row['loop_over_sim_as_served']:>11.3f} "
+                  f"{row['per_job']['same_nodes']:>10.3f} {row['per_job']['same_start']:>10.3f} "
                   f"{row['loop_outcomes_missing']:>10}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"model": str(args.model), "cluster": "embedded default", "mode": args.mode,

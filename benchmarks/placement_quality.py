@@ -43,7 +43,7 @@ from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.policies.slurm_default import SlurmDefaultPolicy
 from slurm_advisor.sim.clusterfile import read_cluster
 from slurm_advisor.sim.floor import floor_avg_jct
-from slurm_advisor.sim.report import plot_jct_cdf
+from slurm_advisor.sim.tables import plot_jct_cdf
 from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
 from slurm_advisor.traces.philly import philly_jobs

@@ -7,7 +7,9 @@ and the JSON it wrote, with the command, commit, machine and date in each.
 The benchmark writes its JSON to benchmarks/results/<name>.json (its ``--out``); this script adds
 a ``provenance`` record to it and writes the page: the benchmark's purpose (its docstring's
 first paragraph), the provenance, and the table it printed, verbatim. A page is only ever
-written from a run that exited 0, so no page shows half a result.
+written from a run that finished: one that exited 0, or one that wrote its JSON afresh and then
+exited non-zero as its own verdict (a benchmark that checks a target exits 1 when one is not met:
+the page says so); a run that wrote no JSON writes no page, so no page shows half a result.
 """
 from __future__ import annotations
 
@@ -58,8 +60,14 @@ def page(name: str, script: Path, stamp: dict, printed: str) -> str:
         f"# {name}", "", "Back to [the results](README.md). Made by `benchmarks/publish.py`; do not edit.", "",
         purpose(script), "",
         f"- command: `{stamp['command']}`", f"- commit: {stamp['commit']}", f"- machine: {stamp['machine']}",
-        f"- date: {stamp['date']}", f"- JSON: `benchmarks/results/{name}.json` (not committed; the command remakes it)",
+        f"- date: {stamp['date']}", *_verdict(stamp["exit_status"]), f"- JSON: `benchmarks/results/{name}.json` (not committed; the command remakes it)",
         "", "```", printed.rstrip(), "```", ""])
+
+
+def _verdict(status: int) -> list[str]:
+    if status == 0:
+        return []
+    return [f"- exit status: {status} (the benchmark's own verdict: a target it checks was not met; see the table)"]
 
 
 def index() -> Path:
@@ -82,13 +90,15 @@ def publish(name: str, args: list[str]) -> int:
         return 2
     out = RESULTS / f"{name}.json"
     command = " ".join(["python", f"benchmarks/{name}.py", *map(shlex.quote, args)])
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)  # a JSON left by an earlier run must not pass for this one's
     run = subprocess.run([sys.executable, str(script), *args, "--out", str(out)], check=False, cwd=REPO,
                          stdout=subprocess.PIPE, text=True)
     sys.stdout.write(run.stdout)
-    if run.returncode != 0:
-        print(f"publish: {command} exited {run.returncode}; no page written", file=sys.stderr)
-        return run.returncode
-    stamp = provenance(command)
+    if not out.is_file():
+        print(f"publish: {command} exited {run.returncode} and wrote no JSON; no page written", file=sys.stderr)
+        return run.returncode or 2
+    stamp = {**provenance(command), "exit_status": run.returncode}
     data = json.loads(out.read_text())
     out.write_text(json.dumps({**data, "provenance": stamp} if isinstance(data, dict)
                               else {"results": data, "provenance": stamp}, indent=2))
@@ -96,7 +106,7 @@ def publish(name: str, args: list[str]) -> int:
     (PAGES / f"{name}.md").write_text(page(name, script, stamp, run.stdout))
     index()
     print(f"published docs/results/{name}.md", file=sys.stderr)
-    return 0
+    return run.returncode
 
 
 def main(argv=None) -> int:

@@ -12,6 +12,14 @@ placements that honour the whole request, or the job is Slurm's as submitted.
 A policy that raises (a model that loaded but breaks on some input) costs the request nothing:
 the fallback places, the failure is counted (``Advisor.errors``) and logged; the daemon also
 tries every model once on a small probe job before it serves it (:func:`self_check`).
+
+**Played as the daemon serves it** (``holds=False``: advise mode; ``caps=True``: enforce mode;
+the simulator's ``--served-as``, retrain's judge): job_submit.lua asks once per job, so the
+policy decides a job once, at its first decision point. A placement Slurm would choose itself
+runs as it is; any other runs as Slurm lays a pin on its nodes out (``slurm/expressible.py``:
+the node set is the daemon's, the tasks per node are Slurm's), and where Slurm would not start
+that pin now, or the policy placed nothing, the job is left to Slurm: from then on Slurm's own
+choice (the fallback) starts it wherever and whenever that fits; the policy is not asked again.
 """
 from __future__ import annotations
 
@@ -25,8 +33,11 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Node, Placement, Resource
 from slurm_advisor.policies.base import Hold, Policy, warm
 from slurm_advisor.policies.speed import SpeedPredictor
 from slurm_advisor.slurm.cons_tres import select
+from slurm_advisor.slurm.expressible import express
+from slurm_advisor.slurm.release import DEFAULT
 
 log = logging.getLogger("slurm_advisor.advisor")
+NOT_EXPRESSIBLE = "Slurm cannot lay the advised nodes out for this job now"
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,9 @@ class Advisor:
         # asked again. A cap Slurm would refuse is left to Slurm uncapped.
         self.caps = caps
         self._capped: dict[str, int] = {}  # job id -> its cap, until it starts
+        # Played as served (the module doc): a fallback stands for Slurm, the policy decides a job once.
+        self.served = (caps or not holds) and fallback is not None
+        self._left: dict[str, str] = {}    # job id -> why it was left to Slurm, until it starts
         self.fallback = fallback
         self.predictor = predictor
         self.explain = explain
@@ -66,6 +80,8 @@ class Advisor:
         snapshot = allowed(snapshot, job)
         if job.id in self._capped:
             return self._within_cap(snapshot, job, rng)
+        if job.id in self._left:
+            return self._left_to_slurm(snapshot, job, rng)
         placement, reason = self._propose(snapshot, job, rng)
         if isinstance(placement, Hold) and not self.holds:
             placement, reason = None, f"held ({placement.reason}), which advise mode cannot serve: left to Slurm"
@@ -77,6 +93,8 @@ class Advisor:
         if isinstance(placement, Hold):  # a deliberate wait: the fallback must not undo it
             return Advice(job.id, None, self.policy.name, False, placement.reason, held=True,
                           max_nodes=placement.max_nodes)
+        if self.served:
+            return self._as_served(snapshot, job, placement, reason, rng)
         decided_by, used_fallback = self.policy.name, False
         if placement is None and self.fallback is not None:
             placement = self.fallback.place(snapshot, job, rng)
@@ -90,16 +108,60 @@ class Advisor:
                       self.policy.score_nodes(snapshot, job) if self.explain else {},
                       self._predict(snapshot, job, placement))
 
+    def _as_served(self, snapshot: ClusterSnapshot, job: Job, placement: Placement | None, reason: str,
+                   rng: np.random.Generator) -> Advice:
+        """The policy's one decision as the daemon serves it (the module doc)."""
+        if placement is not None:
+            pinned = self._pinned(snapshot, job, placement, rng)
+            if pinned is not None:
+                return Advice(job.id, pinned, self.policy.name, False, reason,
+                              self.policy.score_nodes(snapshot, job) if self.explain else {},
+                              self._predict(snapshot, job, pinned))
+            reason = NOT_EXPRESSIBLE
+        self._left[job.id] = reason or "does not fit now"
+        return self._left_to_slurm(snapshot, job, rng)
+
+    def _pinned(self, snapshot: ClusterSnapshot, job: Job, placement: Placement,
+                rng: np.random.Generator) -> Placement | None:
+        """What Slurm runs when the daemon serves ``placement``: itself where it is Slurm's own
+        choice (the daemon does not pin that), else Slurm's layout of a pin on its nodes, or None
+        where Slurm would not start that pin now (the daemon then leaves the job to Slurm)."""
+        slurm = self.fallback.place(snapshot, job, rng)
+        if slurm is not None and same_layout(slurm, placement):
+            return placement
+        if job.num_ps and job.ps_demand != job.worker_demand:
+            return placement  # no one Slurm job asks this (a trace's job, not a submitted one): as placed
+        release = getattr(self.fallback, "release", DEFAULT)  # the Slurm the fallback stands for
+        pinned = express(snapshot, job, placement, release)
+        if pinned is None or not snapshot.fits(job, pinned) or _broken(snapshot, job, pinned):
+            return None
+        return pinned
+
+    def _left_to_slurm(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Advice:
+        """Slurm's own choice for a job the daemon left to Slurm: where it fits now, or not yet."""
+        advice = self._slurms_choice(snapshot, job, rng, f"left to Slurm: {self._left[job.id]}")
+        if advice.placement is not None:
+            del self._left[job.id]
+        return advice
+
     def _within_cap(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator) -> Advice:
-        """Slurm's own choice for a capped job: on at most its cap of nodes, or not yet."""
+        """Slurm's own choice for a capped job: on at most its cap of nodes, or not yet (pending
+        under its cap, as the loop's Slurm holds a capped job: loop.hook.DaemonPolicy)."""
         cap = self._capped[job.id]
-        placement = self.fallback.place(snapshot, job, rng, max_nodes=cap)
+        advice = self._slurms_choice(snapshot, job, rng, f"capped at {cap} node(s)", cap)
+        if advice.placement is not None:
+            del self._capped[job.id]
+        return advice
+
+    def _slurms_choice(self, snapshot: ClusterSnapshot, job: Job, rng: np.random.Generator, reason: str,
+                       cap: int | None = None) -> Advice:
+        """The fallback's (Slurm's) placement within ``cap`` nodes, or a wait: held under a cap."""
+        placement = self.fallback.place(snapshot, job, rng) if cap is None else \
+            self.fallback.place(snapshot, job, rng, max_nodes=cap)
         if placement is None or not _valid(snapshot, job, placement) or _broken(snapshot, job, placement):
-            # pending under its cap, as the loop's Slurm holds a capped job (loop.hook.DaemonPolicy)
-            return Advice(job.id, None, self.fallback.name, True, f"capped at {cap} node(s): does not fit now",
-                          held=True, max_nodes=cap)
-        del self._capped[job.id]
-        return Advice(job.id, placement, self.fallback.name, True, f"capped at {cap} node(s)")
+            return Advice(job.id, None, self.fallback.name, True, f"{reason}: does not fit now",
+                          held=cap is not None, max_nodes=cap)
+        return Advice(job.id, placement, self.fallback.name, True, reason)
 
     def warm(self, snapshot: ClusterSnapshot) -> None:
         """Let the policy fill its caches for ``snapshot`` (the daemon's refresh thread: no
@@ -182,6 +244,11 @@ def _valid(snapshot: ClusterSnapshot, job: Job, placement: Placement) -> bool:
 def _broken(snapshot: ClusterSnapshot, job: Job, placement: Placement) -> list[str]:
     """What ``placement`` breaks of ``job``'s request (none without one)."""
     return [] if job.request is None else job.request.violations(snapshot, placement)
+
+
+def same_layout(a: Placement, b: Placement) -> bool:
+    """The same tasks of each role on the same nodes (the order of the tasks aside)."""
+    return sorted(a.per_node()) == sorted(b.per_node())
 
 
 def cap_feasible(snapshot: ClusterSnapshot, job: Job, max_nodes: int) -> bool:

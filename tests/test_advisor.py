@@ -200,3 +200,50 @@ def test_in_enforce_mode_a_hold_is_a_cap_slurm_keeps_and_the_policy_is_not_asked
     never = Advisor(Fixed(Hold("waits", max_nodes=1)), fallback=SlurmDefaultPolicy(), caps=True)
     advice = never.advise(ClusterSnapshot.empty(NODES), wide, RNG)
     assert not advice.held and advice.placement is not None and len(advice.placement.nodes()) == 2
+
+
+# -- played as the daemon serves it (holds=False: advise mode; caps=True: enforce mode) ----------
+WORKERS = Job("w3", "resnet50", 0, 3, Resources(), Resources(2, 1, 4_000), 10.0)  # 3 one-GPU workers
+
+
+class FirstNone(Fixed):
+    """No placement at its first call (no room for its choice), ``placement`` at every later one."""
+
+    def place(self, snapshot, job, rng):
+        self.calls += 1
+        return None if self.calls == 1 else self.placement
+
+
+@pytest.mark.parametrize("mode", [{"holds": False}, {"caps": True}])
+def test_as_served_a_job_left_to_slurm_stays_slurms_the_policy_is_not_asked_again(mode) -> None:
+    """The hook asks once: a job the daemon left to Slurm at its first decision point is started
+    later where Slurm's own rule puts it, not where the policy would place it then."""
+    two = (Node("n1", 8, 2, 32_000), Node("n2", 8, 2, 32_000))
+    empty = ClusterSnapshot.empty(two)
+    filler = Job("f", "x", 0, 3, Resources(), Resources(1, 1, 1), 1.0)
+    busy = empty.with_job(filler, Placement.of(filler, ["n1", "n1", "n2"]))  # one GPU free: no room
+    policy = FirstNone(Placement.of(WORKERS, ["n1", "n2", "n2"]))
+    advisor = Advisor(policy, fallback=SlurmDefaultPolicy(), **mode)
+    assert advisor.advise(busy, WORKERS, RNG).placement is None
+    later = advisor.advise(empty, WORKERS, RNG)
+    assert later.placement == SlurmDefaultPolicy().place(empty, WORKERS) and later.fallback
+    assert later.reason == "left to Slurm: fixed found no placement"
+    assert policy.calls == 1
+    plain = Advisor(FirstNone(Placement.of(WORKERS, ["n1", "n2", "n2"])), fallback=SlurmDefaultPolicy())
+    plain.advise(busy, WORKERS, RNG)  # the plain simulator asks again at every decision point
+    assert plain.advise(empty, WORKERS, RNG).placement == Placement.of(WORKERS, ["n1", "n2", "n2"])
+
+
+@pytest.mark.parametrize("mode", [{"holds": False}, {"caps": True}])
+def test_as_served_a_placement_runs_as_slurm_lays_out_a_pin_on_its_nodes(mode) -> None:
+    """The daemon pins the node set and the task count; Slurm decides the tasks per node
+    (slurm/expressible.py): one task on n1 and two on n2 pinned to n1,n2 runs as two and one."""
+    three = (Node("n1", 8, 2, 32_000), Node("n2", 8, 2, 32_000), Node("n3", 8, 2, 32_000))
+    filler = Job("f", "x", 0, 1, Resources(), Resources(1, 1, 1), 1.0)
+    snapshot = ClusterSnapshot.empty(three).with_job(filler, Placement.of(filler, ["n3"]))
+    proposed = Placement.of(WORKERS, ["n1", "n2", "n2"])
+    served = Advisor(Fixed(proposed), fallback=SlurmDefaultPolicy(), **mode).advise(snapshot, WORKERS, RNG)
+    assert served.placement == Placement.of(WORKERS, ["n1", "n1", "n2"])
+    assert (served.policy, served.fallback) == ("fixed", False)
+    plain = Advisor(Fixed(proposed), fallback=SlurmDefaultPolicy()).advise(snapshot, WORKERS, RNG)
+    assert plain.placement == proposed

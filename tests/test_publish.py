@@ -33,3 +33,22 @@ def test_a_failed_run_writes_no_page(monkeypatch, tmp_path) -> None:
     assert publish.main(["import_graph", "--no-such-option"]) != 0
     assert not (tmp_path / "pages").exists()
     assert publish.main(["no_such_benchmark"]) == 2
+
+
+def test_a_stale_json_does_not_pass_for_a_failed_run(monkeypatch, tmp_path) -> None:
+    publish = _publish(monkeypatch, tmp_path)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "import_graph.json").write_text("{}")
+    assert publish.main(["import_graph", "--no-such-option"]) != 0
+    assert not (tmp_path / "pages").exists()
+
+
+def test_a_target_not_met_is_published_as_such(monkeypatch, tmp_path) -> None:
+    """backfill_agreement exits 1 when a case misses its targets: the run finished, so its page is
+    written, and says that the benchmark's own verdict was a miss."""
+    publish = _publish(monkeypatch, tmp_path)
+    missed = "tests/sim/backfill_cases/slurm-26.05-seed2-run3.json"  # a recorded miss (0.157)
+    assert publish.main(["backfill_agreement", "score", missed]) == 1
+    page = (tmp_path / "pages" / "backfill_agreement.md").read_text()
+    assert "- exit status: 1 (the benchmark's own verdict" in page and "0 of 1 cases meet" in page
+    assert json.loads((tmp_path / "results" / "backfill_agreement.json").read_text())["provenance"]["exit_status"] == 1

@@ -11,7 +11,7 @@ from typing import Any
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.model_record import ModelRecord
 from slurm_advisor.domain.outcome import Outcome
-from slurm_advisor.domain.report import SpeedReport
+from slurm_advisor.domain.speed_report import SpeedReport
 from slurm_advisor.errors import InputError
 
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")

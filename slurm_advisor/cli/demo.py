@@ -18,7 +18,7 @@ def demo(out: Path, episodes: int, jobs: int, seed: int) -> None:
     """Record speeds on a simulated 8 x 8-GPU cluster, learn the speed model and the policy from
     them, then compare the learned policy with the baselines on an unseen trace."""
     from slurm_advisor.experiments.demo import DemoConfig, run_demo, write_outputs
-    from slurm_advisor.sim.report import table
+    from slurm_advisor.sim.tables import table
 
     result = run_demo(DemoConfig(episodes=episodes, jobs=jobs, seed=seed), out / "model", log=click.echo)
     paths = write_outputs(result, out)

@@ -38,15 +38,16 @@ def parse_policies(value: str) -> list[str]:
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Write a JCT CDF plot.")
 @click.option("--served-as", type=click.Choice(("enforce", "advise")), default="enforce", show_default=True,
               help="Play the daemon's mode: enforce serves a policy's holds (as node-count caps); in advise "
-                   "mode the hook cannot delay a job, so a held job is left to Slurm and starts at once.")
+                   "mode the hook cannot delay a job, so a held job is left to Slurm and starts at once. In "
+                   "both the policy decides a job once and a pin runs as Slurm lays it out.")
 def simulate(cluster, trace, speed_model, policies, model_dir, record_to, sample_noise, seed, as_json, plot,
              served_as):
     """Run a trace through the simulator once per policy, on the same inputs and seed."""
     from slurm_advisor.cli.inputs import read_inputs
     from slurm_advisor.cli.output import replaced_whole
     from slurm_advisor.sim.floor import floor_avg_jct
-    from slurm_advisor.sim.report import plot_jct_cdf, summaries, table
     from slurm_advisor.sim.runner import compare
+    from slurm_advisor.sim.tables import plot_jct_cdf, summaries, table
     from slurm_advisor.speedmodels import load_speed_model
 
     names = parse_policies(policies)

@@ -17,7 +17,7 @@ from slurm_advisor.daemon.evidence import Recorded
 from slurm_advisor.daemon.spool import SpoolChannel
 from slurm_advisor.domain.codec import decision_from_dict, decision_to_dict
 from slurm_advisor.domain.decision import Decision
-from slurm_advisor.domain.report import SpeedReport
+from slurm_advisor.domain.speed_report import SpeedReport
 from slurm_advisor.errors import InputError
 from slurm_advisor.store import Store
 

@@ -38,7 +38,7 @@ from slurm_advisor.daemon.state import DaemonState, ModelFollower, Refresher
 from slurm_advisor.daemon.writer import decision_writer
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
-from slurm_advisor.domain.report import SpeedReport
+from slurm_advisor.domain.speed_report import SpeedReport
 from slurm_advisor.errors import InputError
 from slurm_advisor.plausible_speeds import TYPE_MIN_KNOWN, TypeSpeeds
 from slurm_advisor.policies import FROM_MODEL

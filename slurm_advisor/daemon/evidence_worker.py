@@ -13,12 +13,15 @@ What it computes goes to ``record`` (the daemon's decision writer: spooled after
 applied to ``decisions.evidence`` by its id). A decision whose evidence never comes has none in
 the store ("not recorded", as for a decision from before evidence existed): the queue was full
 (``capacity`` pending, under a long burst), the computation failed, or the daemon stopped or died
-first. Each is counted (``dropped``, ``failed``); a reply is never held up or lost for it. At the
+first. A full queue keeps a uniform sample of the burst (reservoir sampling over the decisions
+since the queue was last empty), not its first ``capacity`` decisions: what ``shadow`` judges
+stays representative of the burst, late decisions as much as early ones. Each is counted (``dropped``, ``failed``); a reply is never held up or lost for it. At the
 stop, what is queued is computed for up to ``stop_s``, the rest dropped and counted.
 """
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections import deque
@@ -37,12 +40,14 @@ STOP_S = 5.0      # at the stop, what is queued is computed for this long at mos
 
 class EvidenceWorker:
     def __init__(self, record: Callable[[Recorded], None], *, capacity: int = CAPACITY,
-                 quiet_s: float = QUIET_S, poll_s: float = POLL_S):
+                 quiet_s: float = QUIET_S, poll_s: float = POLL_S, seed: int | None = None):
         self.record, self.capacity, self.quiet_s, self.poll_s = record, capacity, quiet_s, poll_s
         self.recorded = 0   # evidence handed to the writer
         self.dropped = 0    # decisions left without evidence: the queue full, or the stop came first
         self.failed = 0     # computations that raised (logged)
         self._queue: deque[tuple[str, Pending]] = deque()
+        self._burst = 0  # decisions submitted since the queue was last empty
+        self._sample = random.Random(seed)  # which of a full queue's burst keep their evidence
         self._request_at = 0.0  # when the last request began or was answered
         self._answering = False  # a request is being answered now (one at a time: the server's loop)
         self._stop = threading.Event()
@@ -68,13 +73,34 @@ class EvidenceWorker:
         return not self._answering and time.monotonic() - self._request_at >= self.quiet_s
 
     def submit(self, decision_id: str, pending: Pending) -> bool:
-        """Queue one decision's evidence; False (counted) when the queue is full or stopped."""
-        if len(self._queue) >= self.capacity or self._stop.is_set():
+        """Queue one decision's evidence; False (counted) when it is dropped: stopped, or the
+        queue is full and the reservoir keeps the ones queued. When the reservoir takes it
+        instead, a queued one chosen at random is dropped (counted) in its place."""
+        if self._stop.is_set():
             self.dropped += 1
             return False
+        self._burst = self._burst + 1 if self._queue else 1
+        if len(self._queue) >= self.capacity:
+            return self._into_reservoir((decision_id, pending))
         with self._idle_lock:
             self._idle.clear()
             self._queue.append((decision_id, pending))
+        return True
+
+    def _into_reservoir(self, item: tuple[str, Pending]) -> bool:
+        """The ``burst``-th decision of a burst is kept with probability capacity / burst, in
+        the place of one kept before, chosen at random: every decision of the burst the same
+        chance. The worker only takes from the left, so a replaced slot is always a queued one."""
+        self.dropped += 1
+        if self._sample.random() * self._burst >= self.capacity:
+            return False
+        try:
+            self._queue[self._sample.randrange(len(self._queue))] = item
+        except (IndexError, ValueError):  # the worker emptied it meanwhile: no one to replace
+            with self._idle_lock:
+                self._idle.clear()
+                self._queue.append(item)
+            self.dropped -= 1
         return True
 
     @property

@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from slurm_advisor.advisor import Advice, Advisor, allowed, cap_feasible
+from slurm_advisor.advisor import NOT_EXPRESSIBLE, Advice, Advisor, allowed, cap_feasible, same_layout
 from slurm_advisor.daemon import evidence
 from slurm_advisor.daemon.protocol import ProtocolError, format_layout
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement
@@ -72,7 +72,6 @@ from slurm_advisor.slurm.request import Mismatch, Submission, read
 
 Express = Callable[[ClusterSnapshot, Job, Placement], Placement | None]
 SLURMS_CHOICE = "slurm's own choice: not pinned, Slurm places it there itself"
-NOT_EXPRESSIBLE = "Slurm cannot lay the advised nodes out for this job now"
 BLOCKS = "topology/block"
 NO_ARBITRARY = ("-m arbitrary: Slurm {release} allocates its own tasks per node and lays the batch step "
                 "out from the job's -w list (exact layouts from 23.11)")
@@ -366,11 +365,6 @@ def slurms_choice(snapshot: ClusterSnapshot, job: Job, placement: Placement, *, 
     pinned where the pin honours it."""
     slurm = slurm_choice(snapshot, job, topology=topology, release=release)
     return slurm is not None and same_layout(slurm, placement)
-
-
-def same_layout(a: Placement, b: Placement) -> bool:
-    """The same tasks of each role on the same nodes (the order of the tasks aside)."""
-    return sorted(a.per_node()) == sorted(b.per_node())
 
 
 def _honoured(snapshot: ClusterSnapshot, job: Job, placement: Placement | None) -> tuple[Placement | None, str]:

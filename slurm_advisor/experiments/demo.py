@@ -17,7 +17,7 @@ from slurm_advisor.domain import Job, Node
 from slurm_advisor.experiments.experiment import ExperimentResult, run_experiment
 from slurm_advisor.learned.hyper import Hyper
 from slurm_advisor.sim.clusterfile import default_cluster
-from slurm_advisor.sim.report import plot_jct_cdf, summaries
+from slurm_advisor.sim.tables import plot_jct_cdf, summaries
 from slurm_advisor.sim.workload import at_offered_load
 from slurm_advisor.speedmodels import load_speed_model
 from slurm_advisor.speedmodels.base import SpeedModel

@@ -31,7 +31,7 @@ import numpy as np
 
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
-from slurm_advisor.domain.report import SpeedReport
+from slurm_advisor.domain.speed_report import SpeedReport
 from slurm_advisor.slurm.marker import parse_marker
 
 

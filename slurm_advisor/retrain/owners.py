@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from slurm_advisor.domain import SpeedSample
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
-from slurm_advisor.domain.report import SpeedReport
+from slurm_advisor.domain.speed_report import SpeedReport
 from slurm_advisor.slurm.marker import parse_marker
 
 

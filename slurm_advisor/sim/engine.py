@@ -66,6 +66,91 @@ class _Progress:
         return self.last + self.remaining / self.speed if self.speed > 0 else math.inf
 
 
+class _Events:
+    """The event heap. At equal times events pop in kind order (see the constants above), then
+    in the order they were pushed."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple] = []
+        self._seq = 0
+
+    def push(self, time: float, kind: int, job_id: str, version: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (time, kind, self._seq, job_id, version))
+
+    def next_time(self) -> float | None:
+        return self._heap[0][0] if self._heap else None
+
+    def pop(self) -> tuple[int, str, int]:
+        """(kind, job id, version) of the next event."""
+        _, kind, _, job_id, version = heapq.heappop(self._heap)
+        return kind, job_id, version
+
+
+class _Jobs:
+    """The admitted jobs by index, each with its shape (task counts and demands, as a small int:
+    the backfill pass rules out a shape at once) and its time limit once it arrived."""
+
+    def __init__(self, jobs: Sequence[Job]):
+        self.all = list(jobs)
+        self.by_id = {j.id: j for j in self.all}
+        self.index = {j.id: i for i, j in enumerate(self.all)}
+        shapes: dict[tuple, int] = {}
+        self.shape = {j.id: shapes.setdefault((j.num_ps, j.num_workers, j.ps_demand, j.worker_demand),
+                                              len(shapes)) for j in self.all}
+        self.shapes = len(shapes)
+        self.shape_of = np.array([self.shape[j.id] for j in self.all], dtype=np.int64)
+        self.limit_of = np.full(len(self.all), math.nan)  # set on arrival
+
+
+class _Queue:
+    """Slurm's queue of pending jobs in priority order, with each job's index beside it."""
+
+    def __init__(self) -> None:
+        self.jobs: list[Job] = []
+        self.indices: list[int] = []
+
+    def append(self, job: Job, index: int) -> None:
+        self.jobs.append(job)
+        self.indices.append(index)
+
+    def remove(self, job: Job) -> None:
+        # By identity: list.remove would compare whole Job dataclasses field by field.
+        at = next(i for i, queued in enumerate(self.jobs) if queued is job)
+        del self.jobs[at], self.indices[at]
+
+    def __bool__(self) -> bool:
+        return bool(self.jobs)
+
+
+class _Output:
+    """What a run gives back besides its schedule: speed samples to the recorder (with
+    measurement noise from a generator of their own, apart from decisions), the progress log,
+    the records of ended jobs."""
+
+    def __init__(self, recorder: Recorder | None, sample_noise: float, seed: int, log_progress: bool):
+        self.recorder, self.sample_noise, self.log_progress = recorder, sample_noise, log_progress
+        self.noise_rng = np.random.default_rng(seed + 7919)
+        self.records: list[JobRecord] = []
+        self.log: list[tuple[str, float, float, float]] = []
+
+
+class _BackfillState:
+    """What Slurm's backfill keeps between its passes: will-run's choices, the weights GPU jobs
+    leave (22.05, mixed workloads), from when a pass could decide otherwise than the last, and
+    the pending tick."""
+
+    def __init__(self, config: SchedulerConfig, jobs: Sequence[Job], nodes: Sequence[Node]):
+        self.choices = ChoiceMemo(release=config.release)
+        self.weights = LeftWeights.kept_for(config.release, jobs, len(nodes))
+        # Slurm's passes read and write the weights GPU jobs leave: each one counts
+        self.every_tick = config.every_tick or self.weights is not None
+        self.eager = config.eager_plans or self.weights is not None
+        self.totals = np.array([(n.cpus, n.gpus, n.mem_mb) for n in nodes], dtype=np.int64).reshape(-1, 3)
+        self.stale_at = math.inf     # from when a backfill pass could decide otherwise than the last
+        self.at = math.inf           # the pending backfill tick
+
+
 class Simulation:
     def __init__(self, nodes: Sequence[Node], jobs: Sequence[Job], advisor: Advisor,
                  truth: SpeedModel, *, seed: int = 0, recorder: Recorder | None = None,
@@ -77,42 +162,22 @@ class Simulation:
         self.advisor, self.truth = advisor, truth
         self.config = scheduler or SchedulerConfig()
         self.rng = np.random.default_rng(seed)
-        self.noise_rng = np.random.default_rng(seed + 7919)  # measurement noise, apart from decisions
-        self.recorder, self.sample_noise = recorder, sample_noise
-        self.log_progress = log_progress
+        self.out = _Output(recorder, sample_noise, seed, log_progress)
         if isolated is not None and (isolated.model is not truth or isolated.empty.nodes != self.snapshot.nodes):
             raise ValueError("isolated speeds of another truth or cluster")
         self.isolated = isolated if isolated is not None else IsolatedSpeeds(truth, nodes)
-        self.jobs, self.skipped = self._admissible(jobs)
-        shapes: dict[tuple, int] = {}  # jobs of one shape (task counts, demands) by a small int
-        self._shape = {j.id: shapes.setdefault((j.num_ps, j.num_workers, j.ps_demand, j.worker_demand),
-                                               len(shapes)) for j in self.jobs}
-        self._shapes = len(shapes)
-        # per job (by its index in self.jobs): its shape and its time limit (set on arrival)
-        self._index = {j.id: i for i, j in enumerate(self.jobs)}
-        self._shape_of = np.array([self._shape[j.id] for j in self.jobs], dtype=np.int64)
-        self._limit_of = np.full(len(self.jobs), math.nan)
-        self._events: list[tuple] = []
-        self._seq = 0
-        self._queue: list[Job] = []
-        self._queued: list[int] = []  # the queue's jobs by index, in queue order
+        admitted, self.skipped = self._admissible(jobs)
+        self._jobs = _Jobs(admitted)
+        self._events = _Events()
+        self._queue = _Queue()
         self._progress: dict[str, _Progress] = {}
         self._jobs_on: dict[str, set[str]] = {n.name: set() for n in nodes}
         self._ends = RunningEnds()
-        self._choices = ChoiceMemo(release=self.config.release)  # will-run's choices, across passes
-        self._weights = LeftWeights.kept_for(self.config.release, self.jobs, len(nodes))
-        # Slurm's passes read and write the weights GPU jobs leave: each one counts
-        self._every_tick = self.config.every_tick or self._weights is not None
-        self._eager = self.config.eager_plans or self._weights is not None
-        self._totals = np.array([(n.cpus, n.gpus, n.mem_mb) for n in nodes], dtype=np.int64).reshape(-1, 3)
         self._limits: dict[str, float] = {}
         self._caps: dict[str, int | None] = {}   # node cap of a held job's last Hold
-        self._records: list[JobRecord] = []
-        self._log: list[tuple[str, float, float, float]] = []
         self.fallbacks = 0
         self.holds = 0  # decisions to wait for a better placement although the job fitted
-        self._stale_at = math.inf     # from when a backfill pass could decide otherwise than the last
-        self._backfill_at = math.inf  # the pending backfill tick
+        self._backfill = _BackfillState(self.config, self._jobs.all, nodes)
         #: First planned start of each job, and the first made while it headed the queue
         #: (Slurm's promise: with every job ending by its limit, it starts by then).
         self.planned: dict[str, float] = {}
@@ -127,7 +192,7 @@ class Simulation:
         their submit times (none before the snapshot's time). A look-ahead from a live state
         (``benchmarks/lookahead.py``); its records include the running jobs'."""
         sim = cls(snapshot.nodes, jobs, advisor, truth, **kw)
-        if any(j.submit_time < snapshot.time for j in sim.jobs):
+        if any(j.submit_time < snapshot.time for j in sim._jobs.all):
             raise ValueError("a job of the look-ahead arrives before the snapshot's time")
         unknown = [rj.job.id for rj in snapshot.running if rj.job.id not in remaining]
         if unknown:
@@ -150,40 +215,34 @@ class Simulation:
         return ok, tuple(j.id for j in skipped)
 
     def run(self) -> SimResult:
-        for job in self.jobs:
-            self._push(job.submit_time, _ARRIVE, job.id, 0)
-        by_id = {j.id: j for j in self.jobs}
-        while self._events:
-            now = self._events[0][0]
+        jobs = self._jobs
+        for job in jobs.all:
+            self._events.push(job.submit_time, _ARRIVE, job.id)
+        while (now := self._events.next_time()) is not None:
             touched, changed, backfill_due = set(), False, False
-            while self._events and self._events[0][0] == now:
-                _, kind, _, job_id, version = heapq.heappop(self._events)
+            while self._events.next_time() == now:
+                kind, job_id, version = self._events.pop()
                 if kind == _ARRIVE:
-                    self._queue.append(by_id[job_id])
-                    self._queued.append(self._index[job_id])
-                    self._limit_of[self._index[job_id]] = self._limit(by_id[job_id])
+                    self._queue.append(jobs.by_id[job_id], jobs.index[job_id])
+                    jobs.limit_of[jobs.index[job_id]] = self._limit(jobs.by_id[job_id])
                     changed = True
                 elif kind == _BACKFILL:
-                    backfill_due = now == self._backfill_at
+                    backfill_due = now == self._backfill.at
                 elif self._is_current(job_id, kind, version):
                     touched |= self._end(job_id, now, timed_out=kind == _DEADLINE)
                     changed = True
             if changed:
                 touched |= self._main_pass(now)
-                self._stale_at = min(self._stale_at, now)
+                self._backfill.stale_at = min(self._backfill.stale_at, now)
             if backfill_due:
-                self._backfill_at = math.inf
-                if self._stale_at <= now or self._every_tick:
+                self._backfill.at = math.inf
+                if self._backfill.stale_at <= now or self._backfill.every_tick:
                     touched |= self._backfill_pass(now)
             self._plan_backfill(now, ran=backfill_due)
             self._update_speeds(touched, now)
-        return SimResult(self.advisor.policy.name, tuple(self._records),
+        return SimResult(self.advisor.policy.name, tuple(self.out.records),
                          sum(n.gpus for n in self.snapshot.nodes), self.skipped, self.fallbacks,
-                         tuple(self._log), self.holds)
-
-    def _push(self, time: float, kind: int, job_id: str, version: int) -> None:
-        self._seq += 1
-        heapq.heappush(self._events, (time, kind, self._seq, job_id, version))
+                         tuple(self.out.log), self.holds)
 
     def _is_current(self, job_id: str, kind: int, version: int) -> bool:
         """Stale finish events (superseded by a speed change) and limits of ended jobs change nothing."""
@@ -195,11 +254,11 @@ class Simulation:
         """Slurm's main scheduler: jobs in priority order until the first that cannot start."""
         touched: set[str] = set()
         while self._queue:
-            job = self._queue[0]
+            job = self._queue.jobs[0]
             free = self.snapshot.free_array()
             placement = self._try_start(job, self.snapshot, now)
-            if self._weights is not None:
-                self._weights.tried_now(free, self._totals, job, started=placement is not None)
+            if self._backfill.weights is not None:
+                self._backfill.weights.tried_now(free, self._backfill.totals, job, started=placement is not None)
             if placement is None:
                 break
             touched |= self._start(job, placement, now)
@@ -215,7 +274,7 @@ class Simulation:
         and will-run's batches of ending jobs, and so the plans, can differ."""
         plan = BackfillPass(self.snapshot.layout, self.snapshot.free_array(), self._ends, now,
                             self.config.bf_window_s, self.config.bf_resolution_s, self.config.epoch_s,
-                            memo=self._choices, kill_wait_s=self.config.kill_wait_s, weights=self._weights)
+                            memo=self._backfill.choices, kill_wait_s=self.config.kill_wait_s, weights=self._backfill.weights)
         touched: set[str] = set()
         unplanned: list[Job] = []
         # Within a pass the room only shrinks (jobs start, reservations are added) and a longer
@@ -223,17 +282,17 @@ class Simulation:
         # fails at every longer one (at any limit when no node was masked, or when the shape's
         # total is more than is free in all): per shape, that limit. The jobs it rules out are
         # passed over in blocks, found as arrays.
-        no_room = np.full(self._shapes, math.inf)
-        queue = self._queue[:self.config.bf_max_job_test]
-        at = np.array(self._queued[:len(queue)], dtype=np.int64)
-        shapes, limits = self._shape_of[at], self._limit_of[at]
+        no_room = np.full(self._jobs.shapes, math.inf)
+        queue = self._queue.jobs[:self.config.bf_max_job_test]
+        at = np.array(self._queue.indices[:len(queue)], dtype=np.int64)
+        shapes, limits = self._jobs.shape_of[at], self._jobs.limit_of[at]
         i = 0
         while i < len(queue):
             tried = np.flatnonzero(limits[i:] < no_room[shapes[i:]])
             k = i + int(tried[0]) if len(tried) else len(queue)
             if k > i:  # none of these can start now
                 unplanned.extend(queue[i:k])
-                if self._eager:
+                if self._backfill.eager:
                     self._plan(plan, unplanned)
             if k == len(queue):
                 break
@@ -244,19 +303,19 @@ class Simulation:
             else:
                 no_room[shapes[k]] = -math.inf
             if placement is not None:
-                if self._weights is not None:  # backfill starts it through select_nodes
-                    self._weights.synced()
-                    self._weights.evaluated(plan.free, job)
+                if self._backfill.weights is not None:  # backfill starts it through select_nodes
+                    self._backfill.weights.synced()
+                    self._backfill.weights.evaluated(plan.free, job)
                 touched |= self._start(job, placement, now)
                 plan.started(now + self._limit(job), *self._ends.usage[job.id])
                 continue
             unplanned.append(job)
-            if self._eager:
+            if self._backfill.eager:
                 self._plan(plan, unplanned)
         if self.config.bf_interval_s == 0:
-            self._stale_at = math.inf  # a pass at every change only
+            self._backfill.stale_at = math.inf  # a pass at every change only
         else:
-            self._stale_at = now if touched else plan.next_change()
+            self._backfill.stale_at = now if touched else plan.next_change()
         return touched
 
     def _backfill_start(self, job: Job, plan: BackfillPass, unplanned: list[Job], no_room: np.ndarray,
@@ -264,7 +323,7 @@ class Simulation:
         """Where ``job`` starts now in this pass, or None; plans the jobs ahead of it first if
         it could start (their reservations may keep it from starting)."""
         limit = self._limit(job)
-        shape = self._shape[job.id]
+        shape = self._jobs.shape[job.id]
         room, masked = plan.room_now(limit)
         fits = could_fit(room, job)
         if fits and unplanned:
@@ -279,10 +338,10 @@ class Simulation:
 
     def _plan(self, plan: BackfillPass, unplanned: list[Job]) -> None:
         for job in unplanned:
-            start = plan.reserve(job, self._limit(job), self._caps.get(job.id), shape=self._shape[job.id])
+            start = plan.reserve(job, self._limit(job), self._caps.get(job.id), shape=self._jobs.shape[job.id])
             if start is not None:
                 self.planned.setdefault(job.id, start)
-                if job is self._queue[0]:
+                if job is self._queue.jobs[0]:
                     self.planned_as_head.setdefault(job.id, start)
         unplanned.clear()
 
@@ -290,17 +349,17 @@ class Simulation:
         """Schedule the next backfill tick when there is something for it to do."""
         if not self._queue:
             return
-        if self._every_tick:
+        if self._backfill.every_tick:
             at = self.config.next_backfill(now)
-        elif self._stale_at < math.inf:
-            at = self.config.next_backfill(max(self._stale_at, now))
+        elif self._backfill.stale_at < math.inf:
+            at = self.config.next_backfill(max(self._backfill.stale_at, now))
         else:
             return
         if ran and at <= now:
             at = self.config.next_backfill(now + self.config.bf_interval_s)
-        if at < self._backfill_at:
-            self._backfill_at = at
-            self._push(at, _BACKFILL, "", 0)
+        if at < self._backfill.at:
+            self._backfill.at = at
+            self._events.push(at, _BACKFILL, "")
 
     def _try_start(self, job: Job, snapshot: ClusterSnapshot, now: float) -> Placement | None:
         if not could_fit(snapshot.free_array(), job):
@@ -322,9 +381,7 @@ class Simulation:
         return self._limits[job.id]
 
     def _start(self, job: Job, placement: Placement, now: float) -> set[str]:
-        # By identity: list.remove would compare whole Job dataclasses field by field.
-        at = next(i for i, queued in enumerate(self._queue) if queued is job)
-        del self._queue[at], self._queued[at]
+        self._queue.remove(job)
         self.snapshot = self.snapshot.with_job(job, placement, now)
         rj = self.snapshot.running_job(job.id)
         self._track(rj, now + self._limit(job), job.iterations, now)
@@ -336,7 +393,7 @@ class Simulation:
         job_id = rj.job.id
         killed_at = self.config.killed_at(deadline)
         self._progress[job_id] = _Progress(rj, remaining, deadline, killed_at, last=now)
-        self._push(killed_at, _DEADLINE, job_id, 0)
+        self._events.push(killed_at, _DEADLINE, job_id)
         per_node = rj.placement.demand_per_node(rj.job)
         index = self.snapshot.layout.index
         self._ends.add(job_id, deadline, np.array([index[n] for n in per_node], dtype=np.int64),
@@ -356,7 +413,7 @@ class Simulation:
             self._jobs_on[node].discard(job_id)
         self.snapshot = self.snapshot.without_job(job_id, now)
         self._ends.remove(job_id, prog.deadline)
-        self._records.append(JobRecord(job.id, job.type, job.submit_time, rj.start_time, now,
+        self.out.records.append(JobRecord(job.id, job.type, job.submit_time, rj.start_time, now,
                                        job.iterations / self.isolated(job), len(rj.placement.nodes()),
                                        job.total_demand().gpus, "COMPLETED" if completed else "TIMEOUT",
                                        self._limits[job.id]))
@@ -392,16 +449,16 @@ class Simulation:
             prog.version += 1
             end = prog.expected_end()
             if end <= prog.killed_at:  # otherwise the limit ends it first
-                self._push(end, _FINISH, job_id, prog.version)
-        if self.recorder is not None:
+                self._events.push(end, _FINISH, job_id, prog.version)
+        if self.out.recorder is not None:
             loads = switch_loads(self.snapshot)  # once for the event's samples
-            self.recorder([self._sample(self._progress[j].running, now, loads) for j in sorted(touched)])
+            self.out.recorder([self._sample(self._progress[j].running, now, loads) for j in sorted(touched)])
 
     def _account(self, prog: _Progress, now: float) -> None:
         t0 = prog.last
         done = prog.settle(now)
-        if self.log_progress and done > 0:
-            self._log.append((prog.running.job.id, t0, now, done / prog.running.job.iterations))
+        if self.out.log_progress and done > 0:
+            self.out.log.append((prog.running.job.id, t0, now, done / prog.running.job.iterations))
 
     def _sample(self, rj: RunningJob, now: float, loads: dict[str, SwitchLoad]) -> SpeedSample:
         neighbours = tuple(self._progress[j].running for j in sorted(self._neighbours(rj)))
@@ -411,6 +468,6 @@ class Simulation:
         index = self.snapshot.layout.index
         nodes = tuple(self.snapshot.nodes[i] for i in sorted(index[n] for n in names))
         speed = self._progress[rj.job.id].speed
-        if self.sample_noise > 0:
-            speed *= float(np.exp(self.noise_rng.normal(0.0, self.sample_noise)))
+        if self.out.sample_noise > 0:
+            speed *= float(np.exp(self.out.noise_rng.normal(0.0, self.out.sample_noise)))
         return SpeedSample(now, rj, neighbours, nodes, speed, switches=for_placement(loads, self.snapshot, rj.placement))

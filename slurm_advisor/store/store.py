@@ -25,7 +25,7 @@ from sqlalchemy.orm import sessionmaker
 from slurm_advisor.domain.codec import decision_from_dict, decision_to_dict, sample_from_dict, sample_to_dict
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.observation import SpeedSample
-from slurm_advisor.domain.report import SpeedReport
+from slurm_advisor.domain.speed_report import SpeedReport
 from slurm_advisor.errors import InputError
 from slurm_advisor.store.registry import OutcomesAndModels
 from slurm_advisor.store.tables import DecisionRow, ReportRow, SpeedSampleRow

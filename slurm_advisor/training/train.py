@@ -143,11 +143,6 @@ def validation_traces(jobs: Sequence[Job], stress_rate: float) -> list[list[Job]
     return [list(jobs), [replace(j, submit_time=j.submit_time / stress_rate) for j in jobs]]
 
 
-def replay(nodes, traces: Sequence[list[Job]], make: Callable[[], Policy], speed, seed: int) -> tuple[float, ...]:
-    """Avg JCT of a fresh policy from ``make`` on each trace under ``speed``."""
-    return tuple(avg_jct(simulate(nodes, jobs, make(), speed, seed)) for jobs in traces)
-
-
 def window(jobs: Sequence[Job], start: int, n: int) -> list[Job]:
     """n consecutive jobs with submit times shifted to start at 0: one episode."""
     part = list(jobs[start:start + n])
@@ -155,27 +150,37 @@ def window(jobs: Sequence[Job], start: int, n: int) -> list[Job]:
     return [replace(j, submit_time=j.submit_time - t0) for j in part]
 
 
-def simulate(nodes, jobs, policy: Policy, truth, seed: int, log_progress: bool = False):
+def simulate(nodes, jobs, policy: Policy, truth, seed: int, log_progress: bool = False,
+             isolated: IsolatedSpeeds | None = None):
     advisor = Advisor(policy, fallback=SlurmDefaultPolicy())
-    return Simulation(nodes, jobs, advisor, truth, seed=seed, log_progress=log_progress,
-                      isolated=_isolated(truth, nodes)).run()
+    return Simulation(nodes, jobs, advisor, truth, seed=seed, log_progress=log_progress, isolated=isolated).run()
 
 
-# Training replays its traces ~30 times a round under one fitted model, each simulation asking
-# that model for every job's speed alone (the time limits' reference): the answers, the same
-# every time for a model that no longer changes, are kept for the last few models and clusters.
-_ISOLATED: dict[tuple, IsolatedSpeeds] = {}  # (id of the truth, nodes) -> its speeds; each holds its truth
-_ISOLATED_KEPT = 4
+class Replays:
+    """The simulations of one training run on its cluster. Training replays its traces ~30 times
+    a round under one fitted model, each simulation asking that model for every job's speed
+    alone (the time limits' reference): the answers, the same every time for a model that no
+    longer changes, are kept here for each model the run replays under (the fitted model, the
+    judge: a few), and go with the run."""
 
+    def __init__(self, nodes: Sequence[Node]):
+        self.nodes = tuple(nodes)
+        self._isolated: list[IsolatedSpeeds] = []
 
-def _isolated(truth, nodes) -> IsolatedSpeeds:
-    key = (id(truth), tuple(nodes))
-    kept = _ISOLATED.get(key)
-    if kept is None or kept.model is not truth:  # held by its IsolatedSpeeds, an id is never reused
-        if len(_ISOLATED) >= _ISOLATED_KEPT:
-            del _ISOLATED[next(iter(_ISOLATED))]  # the oldest
-        kept = _ISOLATED[key] = IsolatedSpeeds(truth, key[1])
-    return kept
+    def run(self, jobs, policy: Policy, truth, seed: int, log_progress: bool = False):
+        return simulate(self.nodes, jobs, policy, truth, seed, log_progress, self._isolated_under(truth))
+
+    def avg_jcts(self, traces: Sequence[list[Job]], make: Callable[[], Policy], truth, seed: int
+                 ) -> tuple[float, ...]:
+        """Avg JCT of a fresh policy from ``make`` on each trace under ``truth``."""
+        return tuple(avg_jct(self.run(jobs, make(), truth, seed)) for jobs in traces)
+
+    def _isolated_under(self, truth) -> IsolatedSpeeds:
+        kept = next((i for i in self._isolated if i.model is truth), None)
+        if kept is None:
+            kept = IsolatedSpeeds(truth, self.nodes)
+            self._isolated.append(kept)
+        return kept
 
 
 def avg_jct(result) -> float:
@@ -205,7 +210,8 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
     # Model selection runs the whole training trace (under the fitted model): one short window
     # is too noisy a judge, and a window of a few short jobs cannot tell policies apart.
     validation = validation_traces(jobs, hp.stress_rate)
-    scores = {t: replay(nodes, validation, lambda t=t: make_policy(t), fitted, hp.seed) for t in TEACHERS}
+    replays = Replays(nodes)
+    scores = {t: replays.avg_jcts(validation, lambda t=t: make_policy(t), fitted, hp.seed) for t in TEACHERS}
     teacher = pick_teacher(scores)
     log(f"teacher (best heuristic under the fitted model, on every validation trace): {teacher} "
         + ", ".join(f"{k}={'/'.join(f'{x:.0f}' for x in v)}" for k, v in scores.items()))
@@ -215,13 +221,13 @@ def train(samples: Sequence[SpeedSample], nodes: Sequence[Node], jobs: Sequence[
         log("warm start: fine-tuning the given policy (no imitation)")
     report = TrainReport(net, fitted, schema, speed_metrics, teacher, scores)
     report.lif_profile = fit_profile(samples)
-    episodes = _Episodes(nodes, jobs, fitted, schema, hp, rng)
+    episodes = _Episodes(replays, jobs, fitted, schema, hp, rng)
     if ablation.network:
         _train_network(net, episodes, validation, report, ablation, hp, log, bar, imitate=init_policy is None)
-    report.candidates = _with_patience(net, teacher, report, fitted, nodes, validation, schema, hp,
+    report.candidates = _with_patience(net, teacher, report, fitted, replays, validation, schema, hp,
                                        proposers=("network", teacher) if ablation.network else (teacher,),
                                        levels=PATIENCE_LEVELS if ablation.holding else (0.0,))
-    _gate(report, samples, judge_samples, nodes, validation, hp)
+    _gate(report, samples, judge_samples, replays, validation, hp)
     log(_summary(report))
     report.seconds = time.time() - started
     return report
@@ -243,15 +249,16 @@ def _train_network(net: PolicyNet, episodes: _Episodes, validation: list[list[Jo
 
 
 def _gate(report: TrainReport, samples: Sequence[SpeedSample], judge_samples: Sequence[SpeedSample] | None,
-          nodes: Sequence[Node], validation: list[list[Job]], hp: Hyper) -> None:
+          replays: Replays, validation: list[list[Job]], hp: Hyper) -> None:
     """Judge the chosen candidate and the teacher under an independently fitted model, and
     decide what the model deploys (and, where that is the search, what learned-fast deploys)."""
     report.judge = _judge_source(samples, judge_samples)
     judge = fitted(judge_samples or samples, hp, TRAINING_SEED_OFFSET).model
-    judged = functools.partial(_judged, report.policy, report.speed, judge, nodes, validation, report.schema, hp,
+    judged = functools.partial(_judged, report.policy, report.speed, judge, replays, validation, report.schema, hp,
                                report.lif_profile)
     report.judge_scores = {"chosen": judged(report.chosen),
-                           "teacher": replay(nodes, validation, lambda: make_policy(report.teacher), judge, hp.seed)}
+                           "teacher": replays.avg_jcts(validation, lambda: make_policy(report.teacher), judge,
+                                                       hp.seed)}
     report.deploy, report.patience = report.promotion(hp.promote_margin)
     report.fast = (report.deploy, report.patience)
     if report.deploy == "search":  # the cheaper path, judged as the deployed one was
@@ -286,7 +293,7 @@ def deployable(net: PolicyNet, schema: FeatureSchema, proposer: str, patience: f
     return PatientPolicy(inner, speed, patience) if patience > 0 else inner
 
 
-def _with_patience(net, teacher: str, report: TrainReport, fitted, nodes, validation: list[list[Job]],
+def _with_patience(net, teacher: str, report: TrainReport, fitted, replays: Replays, validation: list[list[Job]],
                    schema: FeatureSchema, hp: Hyper, proposers: tuple[str, ...],
                    levels: tuple[float, ...]) -> dict[tuple[str, float], tuple[float, ...]]:
     """Replay the validation traces under the fitted model for each proposer at every patience
@@ -298,12 +305,12 @@ def _with_patience(net, teacher: str, report: TrainReport, fitted, nodes, valida
             if (proposer, patience) == (teacher, 0.0):
                 out[(proposer, patience)] = report.teacher_scores[teacher]
             else:
-                out[(proposer, patience)] = replay(
-                    nodes, validation, lambda p=proposer, k=patience: deployable(net, schema, p, k, fitted),
+                out[(proposer, patience)] = replays.avg_jcts(
+                    validation, lambda p=proposer, k=patience: deployable(net, schema, p, k, fitted),
                     fitted, hp.seed)
     if "network" in proposers and any(levels):
-        out[("search", 0.0)] = replay(
-            nodes, validation, lambda: deployable(net, schema, "search", 0.0, fitted, report.lif_profile),
+        out[("search", 0.0)] = replays.avg_jcts(
+            validation, lambda: deployable(net, schema, "search", 0.0, fitted, report.lif_profile),
             fitted, hp.seed)
     return out
 
@@ -314,11 +321,12 @@ def _judge_source(samples: Sequence[SpeedSample], judge_samples: Sequence[SpeedS
     return f"the training samples ({len(samples)}), other seed and split"
 
 
-def _judged(net: PolicyNet, fitted, judge, nodes, validation: list[list[Job]], schema: FeatureSchema, hp: Hyper,
+def _judged(net: PolicyNet, fitted, judge, replays: Replays, validation: list[list[Job]], schema: FeatureSchema, hp: Hyper,
             lif_profile: InterferenceProfile | None, candidate: tuple[str, float]) -> tuple[float, ...]:
     """A candidate's avg JCTs on the validation traces under the ``judge`` model. It still holds
     jobs by the *fitted* model's predictions, as deployed."""
-    return replay(nodes, validation, lambda: deployable(net, schema, *candidate, fitted, lif_profile), judge, hp.seed)
+    return replays.avg_jcts(validation, lambda: deployable(net, schema, *candidate, fitted, lif_profile), judge,
+                            hp.seed)
 
 
 def pick_teacher(scores: dict[str, Sequence[float]], margin: float = 0.02) -> str:
@@ -333,8 +341,8 @@ def pick_teacher(scores: dict[str, Sequence[float]], margin: float = 0.02) -> st
 class _Episodes:
     """Runs training episodes on random windows of the trace under the fitted speed model."""
 
-    def __init__(self, nodes, jobs, fitted, schema, hp: Hyper, rng: np.random.Generator):
-        self.nodes, self.jobs, self.fitted, self.schema, self.hp, self.rng = nodes, jobs, fitted, schema, hp, rng
+    def __init__(self, replays: Replays, jobs, fitted, schema, hp: Hyper, rng: np.random.Generator):
+        self.replays, self.jobs, self.fitted, self.schema, self.hp, self.rng = replays, jobs, fitted, schema, hp, rng
         self.n = min(hp.episode_jobs, len(jobs))
         self.return_scale: float | None = None
 
@@ -358,14 +366,14 @@ class _Episodes:
         rate = float(rates[int(self.rng.integers(len(rates)))]) if len(rates) > 1 else float(rates[0])
         jobs = [replace(j, submit_time=j.submit_time / rate) for j in window(self.jobs, start, self.n)]
         seed = int(self.rng.integers(1 << 30))
-        result = simulate(self.nodes, jobs, policy, self.fitted, seed, log_progress=True)
+        result = self.replays.run(jobs, policy, self.fitted, seed, log_progress=True)
         times = np.array([d.time for d in decisions()])
         returns = self._returns(times, result)
         if self.return_scale is None:  # fixed once so that returns stay comparable across episodes
             self.return_scale = float(np.mean(np.abs(returns))) or 1.0
         if reference is not None:
-            returns = returns - self._returns(times, simulate(self.nodes, jobs, reference, self.fitted, seed,
-                                                              log_progress=True))
+            returns = returns - self._returns(times, self.replays.run(jobs, reference, self.fitted, seed,
+                                                                      log_progress=True))
         return returns / self.return_scale, avg_jct(result)
 
     def _returns(self, times: np.ndarray, result) -> np.ndarray:
@@ -465,4 +473,4 @@ def _update(net, opt, replay: Replay, decisions, returns, hp: Hyper, rng, use_re
 
 def _validate(net: PolicyNet, episodes: _Episodes, validation: list[Job]) -> float:
     policy = LearnedPolicy(net, episodes.schema, mode="greedy")
-    return avg_jct(simulate(episodes.nodes, validation, policy, episodes.fitted, episodes.hp.seed))
+    return avg_jct(episodes.replays.run(validation, policy, episodes.fitted, episodes.hp.seed))

@@ -27,7 +27,7 @@ from slurm_advisor.daemon.state import speed_model_of
 from slurm_advisor.domain import ClusterSnapshot
 from slurm_advisor.domain.model_record import ModelRecord
 from slurm_advisor.domain.outcome import Outcome
-from slurm_advisor.domain.report import SpeedReport
+from slurm_advisor.domain.speed_report import SpeedReport
 from slurm_advisor.errors import InputError
 from slurm_advisor.models.meta import DEFAULT_MODEL_DIR
 from slurm_advisor.policies.pack import PackPolicy

@@ -69,18 +69,28 @@ def test_a_full_queue_drops_evidence_never_a_reply(tmp_path):
     try:
         first = daemon.advise(marked(workers=1))
         assert gate.entered.wait(10)  # the worker holds the first one's evidence: the queue is empty
-        queued = daemon.advise(marked(workers=1))
-        dropped = daemon.advise(marked(workers=1))  # the queue holds one already
-        assert all(r["ok"] and r["decision"] for r in (first, queued, dropped))
+        burst = [daemon.advise(marked(workers=1)) for _ in range(2)]  # the queue holds one: one is dropped
+        assert all(r["ok"] and r["decision"] for r in (first, *burst))
         assert daemon.status()["evidence_dropped"] == 1
         gate.release.set()
     finally:
         gate.release.set()
         daemon.stop()  # computes what is queued first
     assert stored(daemon, first["decision"]).evidence["model"] == "m1"
-    assert stored(daemon, queued["decision"]).evidence["model"] == "m1"
-    assert stored(daemon, dropped["decision"]).evidence is None  # stored, its evidence "not recorded"
+    kept = [stored(daemon, r["decision"]).evidence for r in burst]  # each stored; one's evidence "not recorded"
+    assert sorted(e is None for e in kept) == [False, True] and all(e["model"] == "m1" for e in kept if e)
     assert (daemon.evidence.recorded, daemon.evidence.dropped) == (2, 1)
+
+
+def test_a_full_queue_keeps_a_uniform_sample_of_the_burst_not_its_start():
+    """1,000 decisions in a burst the worker cannot touch, 100 places: the kept ones are spread
+    over the whole burst (before the reservoir: the first 100, none from its second half)."""
+    worker = EvidenceWorker(lambda _: None, capacity=100, seed=7)  # not started: it computes none
+    accepted = sum(worker.submit(f"d-{i}", dict) for i in range(1000))
+    kept = [int(d.split("-")[1]) for d, _ in worker._queue]
+    assert worker.queued == 100 and worker.dropped == 900 and accepted >= 100
+    quarters = [sum(q * 250 <= i < (q + 1) * 250 for i in kept) for q in range(4)]
+    assert all(10 <= n <= 40 for n in quarters), quarters  # 25 each expected
 
 
 def test_the_stop_records_what_is_queued(tmp_path):

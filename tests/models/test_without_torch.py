@@ -146,6 +146,7 @@ def test_layout_and_report_run_on_a_light_install(tmp_path) -> None:
     assert serve.returncode == 2 and "`slurm-advisor serve` needs numpy, which this install lacks" in serve.stderr
 
 
+@pytest.mark.slow  # every learned golden schedule again, in a process of its own
 def test_the_golden_schedules_of_the_learned_policy_without_torch() -> None:
     """The schedules pinned when torch served the model, made again with numpy alone."""
     code = NO_TORCH + f"""

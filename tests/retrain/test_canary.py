@@ -15,7 +15,7 @@ from slurm_advisor.domain import ClusterSnapshot
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.model_record import ModelRecord
 from slurm_advisor.domain.outcome import Outcome
-from slurm_advisor.domain.report import SpeedReport
+from slurm_advisor.domain.speed_report import SpeedReport
 from slurm_advisor.models import versions
 from slurm_advisor.policies.pack import PackPolicy
 from slurm_advisor.policies.spread import SpreadPolicy

@@ -8,7 +8,7 @@ from retrain_helpers import request_fields
 
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
-from slurm_advisor.domain.report import SpeedReport
+from slurm_advisor.domain.speed_report import SpeedReport
 from slurm_advisor.errors import InputError
 from slurm_advisor.retrain.data import recent_jobs, split_by_time
 from slurm_advisor.store import Store

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from slurm_advisor.domain import Job, Placement, Resources, RunningJob, SpeedSample
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
-from slurm_advisor.domain.report import SpeedReport
+from slurm_advisor.domain.speed_report import SpeedReport
 from slurm_advisor.retrain.data import split_by_time_and_owner
 from slurm_advisor.retrain.owners import (
     OwnerRules,

@@ -9,7 +9,7 @@ from test_store import _samples
 
 from slurm_advisor.domain.model_record import ModelRecord
 from slurm_advisor.domain.outcome import Outcome
-from slurm_advisor.domain.report import SpeedReport
+from slurm_advisor.domain.speed_report import SpeedReport
 from slurm_advisor.errors import InputError
 from slurm_advisor.store import Store
 

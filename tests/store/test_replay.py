@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from test_decisions import decisions
 
-from slurm_advisor.domain.report import SpeedReport
+from slurm_advisor.domain.speed_report import SpeedReport
 from slurm_advisor.store import Store
 
 

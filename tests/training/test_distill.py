@@ -18,7 +18,7 @@ from slurm_advisor.policies.learned.node_features import PlacementState
 from slurm_advisor.speedmodels.contention import ContentionSpeedModel
 from slurm_advisor.traces.synthetic import synthetic_jobs
 from slurm_advisor.training.distill import DaggerRollIn, task_labels
-from slurm_advisor.training.train import _Episodes
+from slurm_advisor.training.train import Replays, _Episodes
 
 NODES = make_nodes(6)
 SCHEMA = FeatureSchema()
@@ -81,7 +81,7 @@ def test_returns_relative_to_the_same_policy_on_the_same_episode_are_zero() -> N
     learner that places exactly as the teacher gains exactly nothing, whatever the arrivals."""
     jobs = synthetic_jobs(30, seed=3, mix="large", arrival_rate_per_h=4.0)
     hp = replace(Hyper(seed=2), episode_jobs=15, episode_rates=(1.0, 2.0), reward="jobs-in-system")
-    episodes = _Episodes(NODES, jobs, ContentionSpeedModel(), SCHEMA, hp, np.random.default_rng(4))
+    episodes = _Episodes(Replays(NODES), jobs, ContentionSpeedModel(), SCHEMA, hp, np.random.default_rng(4))
     for _ in range(3):
         decisions, relative, _ = episodes.run(net(), (make_policy("slurm-default"),), 1.0,
                                               reference=make_policy("slurm-default"))

@@ -252,15 +252,13 @@ def test_learned_fasts_pick_is_the_best_candidate_but_the_search_and_passes_the_
 def test_replays_under_one_model_share_its_isolated_speeds() -> None:
     from slurm_advisor.domain import Node
     from slurm_advisor.speedmodels.constant import ConstantSpeed
-    from slurm_advisor.training import train
+    from slurm_advisor.training.train import Replays
 
     nodes = (Node("n1", 8, 2, 32_000), Node("n2", 8, 2, 32_000))
     one, other = ConstantSpeed(), ConstantSpeed()
-    kept = train._isolated(one, nodes)
-    assert train._isolated(one, list(nodes)) is kept  # the same model and cluster: one cache
-    assert train._isolated(other, nodes) is not kept
-    assert train._isolated(one, nodes[:1]) is not kept
-    for _ in range(train._ISOLATED_KEPT):
-        train._isolated(ConstantSpeed(), nodes)
-    assert len(train._ISOLATED) == train._ISOLATED_KEPT  # bounded: the oldest goes
-    assert train._isolated(one, nodes) is not kept
+    replays = Replays(list(nodes))
+    kept = replays._isolated_under(one)
+    assert replays._isolated_under(one) is kept  # the same model: one set of speeds alone
+    assert replays._isolated_under(other) is not kept and replays._isolated_under(other).model is other
+    assert Replays(nodes)._isolated_under(one) is not kept  # another training run: its own
+    assert kept.empty.nodes == nodes

@@ -139,6 +139,7 @@ def test_a_slow_node_is_learned_from_the_samples(slow_node_samples, small_nodes)
     assert model.mape(unseen) < 0.10 and blind.mape(unseen) > 1.5 * model.mape(unseen)
 
 
+@pytest.mark.slow  # fits a site model (two fits, shared by the module: about 40 s)
 def test_vocabulary_of_the_fit_holds_the_logged_types(site_fit, contention_fit, samples) -> None:
     model, metrics = site_fit
     assert model.vocab.types == tuple(sorted((NARROW, WIDE))) and metrics["vocabulary"] == list(model.vocab.types)
@@ -151,6 +152,7 @@ def test_vocabulary_of_the_fit_holds_the_logged_types(site_fit, contention_fit, 
         {s.subject.job.id for s in samples if s.subject.job.type == t}) >= HP.speed_min_type_jobs}
 
 
+@pytest.mark.slow  # fits a site model (two fits, shared by the module: about 40 s)
 def test_two_site_types_with_100_fold_traffic_are_told_apart(site_fit, small_nodes) -> None:
     model, _ = site_fit
     empty = snapshot_with(small_nodes)
@@ -164,6 +166,7 @@ def test_two_site_types_with_100_fold_traffic_are_told_apart(site_fit, small_nod
         assert got == pytest.approx(want, rel=0.15), t  # 21x for the wide type, 1.2x for the narrow one
 
 
+@pytest.mark.slow  # fits a site model (two fits, shared by the module: about 40 s)
 def test_error_on_another_traces_jobs_is_small(site_fit, contention_fit, small_nodes, truth) -> None:
     """Samples of other jobs (another trace) placed by slurm-default and random: under 10 % on
     the two-type site, under 15 % on contention's 13 types from 40 logged jobs (a mean error of
@@ -176,6 +179,7 @@ def test_error_on_another_traces_jobs_is_small(site_fit, contention_fit, small_n
     assert contention_fit[0].mape(unseen) < 0.15
 
 
+@pytest.mark.slow  # fits a site model (two fits, shared by the module: about 40 s)
 def test_ensemble_members_differ_and_predict_is_their_geometric_mean(contention_fit, small_nodes) -> None:
     model, _ = contention_fit
     snap = snapshot_with(small_nodes, (make_job("busy", "bert", 0, 6), ["n00"] * 4 + ["n01"] * 2))
@@ -186,6 +190,7 @@ def test_ensemble_members_differ_and_predict_is_their_geometric_mean(contention_
     assert model.predict(snap, job, placement) == pytest.approx(float(np.exp(np.log(each).mean())), rel=1e-6)
 
 
+@pytest.mark.slow  # fits a site model (two fits, shared by the module: about 40 s)
 def test_live_speeds_equal_predict_and_sample_features(contention_fit, samples) -> None:
     """The simulator's ``speeds``, the advisor's ``predict`` and the fit's sample features agree."""
     model, _ = contention_fit
@@ -205,10 +210,12 @@ def test_live_speeds_equal_predict_and_sample_features(contention_fit, samples) 
     assert after == pytest.approx(alone, rel=1e-5)
 
 
+@pytest.mark.slow  # fits a site model (two fits, shared by the module: about 40 s)
 def test_same_seed_same_model(site_samples, site_fit) -> None:
     assert fit_site_model(site_samples, HP)[1]["curve"] == site_fit[1]["curve"]
 
 
+@pytest.mark.slow  # fits a site model (two fits, shared by the module: about 40 s)
 def test_site_checkpoint_round_trip(site_fit, tmp_path, small_nodes) -> None:
     model, _ = site_fit
     schema = FeatureSchema()
@@ -279,6 +286,7 @@ def test_site_checkpoints_saved_before_the_rack_inputs_load_and_ignore_them(site
     ({"speed_resid": 7}, "'speed_resid'"),
     ({"speed_resid": 24.0}, "'speed_resid'"),
 ])
+@pytest.mark.slow  # fits a site model (two fits, shared by the module: about 40 s)
 def test_a_malformed_site_speed_field_is_named(site_fit, tmp_path, change, field) -> None:
     from slurm_advisor.errors import InputError
 
@@ -291,6 +299,7 @@ def test_a_malformed_site_speed_field_is_named(site_fit, tmp_path, change, field
         checkpoint.load(tmp_path)
 
 
+@pytest.mark.slow  # fits a site model (two fits, shared by the module: about 40 s)
 def test_rack_inputs_say_how_busy_the_jobs_racks_are_and_who_crosses_their_uplinks(site_fit) -> None:
     """The busiest rack holding a worker, the mean over the job's racks, the jobs crossing its
     uplinks (the job counted in): in the residual's inputs and the parametric part's scalars;
