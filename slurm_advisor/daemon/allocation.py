@@ -39,7 +39,8 @@ def from_node_list(nodes: tuple[str, ...], num_tasks: int) -> tuple[int, ...]:
 
 def parse_job(text: str) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
     """(nodes, tasks on each) of one ``scontrol show job -d -o`` line; None when it shows no
-    allocation, or one whose CPUs do not lay out its tasks."""
+    allocation, one whose CPUs do not lay out its tasks, or one that cannot be Slurm's alone: a
+    node twice or an id list that is no list (text a user put in the job's name or comment)."""
     tasks, cpt = _NUM_TASKS.search(text), _CPUS_PER_TASK.search(text)
     groups = _PER_NODE.findall(text)
     if tasks is None or not groups:
@@ -47,9 +48,14 @@ def parse_job(text: str) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
     per_task = max(1, int(cpt.group(1))) if cpt else 1
     nodes, room = [], []
     for hosts, cpu_ids in groups:
+        cpus = count_ids(cpu_ids)
+        if cpus is None:
+            return None
         for host in expand_hostlist(hosts):
             nodes.append(host)
-            room.append(count_ids(cpu_ids) // per_task)
+            room.append(cpus // per_task)
+    if len(set(nodes)) != len(nodes):
+        return None
     counts = _block(room, int(tasks.group(1)))
     return None if counts is None else (tuple(nodes), counts)
 
@@ -64,12 +70,14 @@ def _block(room: list[int], num_tasks: int) -> tuple[int, ...] | None:
     return None if left or not all(out) else tuple(out)
 
 
-def count_ids(spec: str) -> int:
-    """How many ids a Slurm id list names ("0-5,7" -> 7)."""
+def count_ids(spec: str) -> int | None:
+    """How many ids a Slurm id list names ("0-5,7" -> 7); None for anything else."""
     total = 0
     for part in filter(None, spec.split(",")):
-        lo, _, hi = part.partition("-")
-        total += int(hi or lo) - int(lo) + 1
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()) or (dash and int(hi) < int(lo)):
+            return None
+        total += (int(hi) if dash else int(lo)) - int(lo) + 1
     return total
 
 

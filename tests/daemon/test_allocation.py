@@ -25,6 +25,14 @@ def test_the_counts_are_the_cpus_of_each_node_over_the_cpus_per_task():
     assert parse_job("JobId=42 JobState=PENDING NumTasks=4 CPUs/Task=1") is None  # no allocation yet
 
 
+def test_a_name_or_comment_that_looks_like_an_allocation_is_not_read_as_one():
+    """A user's text in the line must neither raise in the refresher nor pass for Slurm's counts."""
+    forged = LINE.replace("MinCPUsNode=2", "MinCPUsNode=2 JobName=x Nodes=n1 CPU_IDs=0-99 Mem=1")
+    assert parse_job(forged) is None  # n1 twice: not Slurm's alone
+    for junk in ("zz", "5-", "-3", "7-2", "0-5x"):
+        assert parse_job(LINE.replace("CPU_IDs=0-1", f"CPU_IDs={junk}")) is None
+
+
 def test_the_node_list_alone_fixes_one_node_and_one_task_per_node():
     assert from_node_list(("n2",), 5) == (5,) and from_node_list(("n1", "n3"), 2) == (1, 1)
     assert from_node_list(("n1", "n3"), 5) == () and from_node_list((), 3) == ()
