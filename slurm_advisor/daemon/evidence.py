@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slurm_advisor.domain import ClusterSnapshot, Job, Placement, Role, TaskAssignment
-from slurm_advisor.slurm.cons_tres import select
+from slurm_advisor.slurm.cons_tres import select, slurm_choice
 from slurm_advisor.slurm.release import DEFAULT, Release
 
 VERSION = 1
@@ -41,6 +41,7 @@ ADVISED, SLURM = "advised", "slurm"
 UNMODELLED = "not modelled: the request names nodes or fixes per-node counts, which Slurm places otherwise"
 
 Tasks = list[list]  # [[node, ps, workers], ...]
+LATER = "found by the worker"  # ``Pending.slurm``: Slurm's choice not needed on the request path, found after it
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class Pending:
     view: ClusterSnapshot
     job: Job
     advised: Placement
-    slurm: Placement | None
+    slurm: Placement | str | None  # None: not modelled (topology/block); LATER: found when computed
     speed: Any
     model: str | None
     topology: bool = False
@@ -61,7 +62,9 @@ class Pending:
     alternatives: int = MAX_ALTERNATIVES
 
     def __call__(self) -> dict[str, Any]:
-        return record(self.view, self.job, self.advised, self.slurm, self.speed, self.model,
+        slurm = slurm_choice(self.view, self.job, topology=self.topology, release=self.release) \
+            if self.slurm == LATER else self.slurm
+        return record(self.view, self.job, self.advised, slurm, self.speed, self.model,
                       topology=self.topology, release=self.release, alternatives=self.alternatives)
 
 

@@ -64,7 +64,7 @@ from slurm_advisor.domain import ClusterSnapshot, Job, Placement
 from slurm_advisor.domain.decision import LEFT_TO_SLURM, Decision
 from slurm_advisor.slurm import hostlist
 from slurm_advisor.slurm.blocks import Blocks
-from slurm_advisor.slurm.cons_tres import select
+from slurm_advisor.slurm.cons_tres import slurm_choice
 from slurm_advisor.slurm.expressible import arbitrary_nodes, exact
 from slurm_advisor.slurm.marker import MAX_TASKS, MarkerError
 from slurm_advisor.slurm.release import DEFAULT, Release
@@ -207,11 +207,13 @@ class AdviceService:
         advice = Advice(job.id, None, advisor.policy.name, reason=left) if left else \
             advisor.advise(snapshot, job, rng or self._rng)
         view = allowed(snapshot, job)  # what the advice was made on
-        # Slurm's own choice as modelled (not under topology/block: the model does not know blocks)
-        slurm = None if advice.placement is None or self.blocks is not None else \
-            slurm_choice(view, job, topology=self.has_switches, release=self.release or DEFAULT)
-        own = slurm is not None and self.pins and not sub.unpinnable and not sub.arbitrary and \
-            same_layout(slurm, advice.placement)
+        # Slurm's own choice as modelled (not under topology/block: the model does not know blocks),
+        # on the request path only where a pin depends on it; else the evidence worker finds it.
+        modelled = advice.placement is not None and self.blocks is None
+        slurm = slurm_choice(view, job, topology=self.has_switches, release=self.release or DEFAULT) \
+            if modelled and self.pins and not sub.unpinnable and not sub.arbitrary else \
+            (evidence.LATER if modelled else None)
+        own = isinstance(slurm, Placement) and same_layout(slurm, advice.placement)
         placement, reason = (advice.placement, "") if own else self._expressed(view, job, advice, sub)
         layout = _layout(placement)
         action = "observe" if own else self._action(mode, placement, advice, snapshot, job)
@@ -249,7 +251,7 @@ class AdviceService:
         claimed = action == "place" or own or (mode == "observe" and placement is not None and not left)
         return Decided(reply, decision, job, placement if claimed else None, pending)
 
-    def _evidence(self, view: ClusterSnapshot, job: Job, placement: Placement, slurm: Placement | None,
+    def _evidence(self, view: ClusterSnapshot, job: Job, placement: Placement, slurm: Placement | str | None,
                   advisor: Advisor, model_version: str | None) -> evidence.Pending:
         """What the decision is judged by later (daemon/evidence.py), to be predicted by the
         deciding model's speed model (a heuristic policy's: the daemon's default model, ``speed``),
@@ -339,17 +341,6 @@ class AdviceService:
         if mode == "enforce" and advice.held and advice.max_nodes and cap_feasible(snapshot, job, advice.max_nodes):
             return "cap"
         return "observe"  # left to Slurm as submitted, stamped: the decision links to its outcome
-
-
-def slurm_choice(snapshot: ClusterSnapshot, job: Job, *, topology: bool = False,
-                 release: Release = DEFAULT) -> Placement | None:
-    """Slurm's own placement of the job's unmodified request on ``snapshot`` (see
-    :func:`slurms_choice`); None where it cannot start or the model does not know it."""
-    request = job.request
-    if request is not None and request.narrows():
-        return None
-    min_nodes, max_nodes = (1, None) if request is None else (request.min_nodes, request.max_nodes)
-    return select(snapshot, job, topology=topology, min_nodes=min_nodes, max_nodes=max_nodes, release=release)
 
 
 def slurms_choice(snapshot: ClusterSnapshot, job: Job, placement: Placement, *, topology: bool = False,

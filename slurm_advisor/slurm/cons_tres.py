@@ -505,3 +505,15 @@ def _tasks_in(room: list[int], demand: Resources, most: int) -> int:
         elif have < 0:
             return 0
     return max(fit, 0)
+
+
+def slurm_choice(snapshot: ClusterSnapshot, job: Job, *, topology: bool = False,
+                 release: Release = DEFAULT) -> Placement | None:
+    """Slurm's own placement of the job's unmodified request on ``snapshot`` (the daemon's
+    "Slurm's own choice": ``daemon.service.slurms_choice``); None where it cannot start, or the
+    model does not know it (a request that names nodes or fixes per-node counts)."""
+    request = job.request
+    if request is not None and request.narrows():
+        return None
+    min_nodes, max_nodes = (1, None) if request is None else (request.min_nodes, request.max_nodes)
+    return select(snapshot, job, topology=topology, min_nodes=min_nodes, max_nodes=max_nodes, release=release)
