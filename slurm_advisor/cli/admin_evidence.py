@@ -25,7 +25,15 @@ from typing import Any
 import numpy as np
 
 from slurm_advisor.daemon.allocation import from_node_list
-from slurm_advisor.daemon.evidence import ADVISED, SLURM, layouts, node_kind, placement_of, signature
+from slurm_advisor.daemon.evidence import (
+    ADVISED,
+    SLURM,
+    layouts,
+    node_kind,
+    placement_of,
+    signature,
+    tasks_of,
+)
 from slurm_advisor.domain import ClusterSnapshot, Job
 from slurm_advisor.domain.decision import Decision
 from slurm_advisor.domain.outcome import Outcome
@@ -46,7 +54,7 @@ def slurm_tasks(decision: Decision, outcome: Outcome | None, job: Job) -> tuple[
         return None, "Slurm's per-node task counts were not read while it ran"
     where = outcome.tasks_from or "node list"
     if decision.layout:
-        advised = [[n, p, w] for n, p, w in placement_of(job, _per_node(decision.layout)).per_node()]
+        advised = tasks_of(placement_of(job, _per_node(decision.layout)))
         if {n: p + w for n, p, w in advised} == dict(zip(outcome.nodes, counts)):
             return advised, where
     out, ps = [], job.num_ps
@@ -114,9 +122,9 @@ def _why_not_counted(row: dict[str, Any], actual, read_from: str) -> str | None:
         return NOT_RECORDED
     if actual is None:
         return read_from
-    if row["advisor_predicted"] is None or (row["differs"] and row["slurm_predicted"] is None):
-        if row["advisor_predicted"] is None:
-            return "no speed model predicted it (a heuristic policy without a model)"
+    if row["advisor_predicted"] is None:
+        return "no speed model predicted it (a heuristic policy without a model)"
+    if row["differs"] and row["slurm_predicted"] is None:
         return "Slurm's layout was not among those predicted then (it placed the job otherwise)"
     return None
 
